@@ -1,0 +1,67 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Bit access to fp32 and explicitly rounded fp32 arithmetic shared by host and device.
+#pragma once
+
+#include <quads/config.hpp>
+
+#include <cuda/std/bit>
+#include <cuda/std/cstdint>
+
+namespace quads::detail {
+
+QUADS_API constexpr ::cuda::std::uint32_t to_bits(float x) noexcept {
+  return ::cuda::std::bit_cast<::cuda::std::uint32_t>(x);
+}
+QUADS_API constexpr float from_bits(::cuda::std::uint32_t u) noexcept {
+  return ::cuda::std::bit_cast<float>(u);
+}
+QUADS_API constexpr bool is_nan(float x) noexcept { return (to_bits(x) & 0x7fffffffu) > 0x7f800000u; }
+//! |x| by clearing the sign bit (keeps NaN payloads; exact for every input).
+QUADS_API constexpr float abs_bits(float x) noexcept { return from_bits(to_bits(x) & 0x7fffffffu); }
+//! max that ignores a NaN operand (IEEE maxNum, like fmaxf); constexpr on the host.
+QUADS_API constexpr float max_num(float a, float b) noexcept {
+  if (is_nan(a)) return b;
+  if (is_nan(b)) return a;
+  return a < b ? b : a;
+}
+QUADS_API constexpr float min_num(float a, float b) noexcept {
+  if (is_nan(a)) return b;
+  if (is_nan(b)) return a;
+  return b < a ? b : a;
+}
+
+// nvcc contracts a*b+c into an FMA by default and the host compiler does not; the numerics
+// promise bit-identical host and device results, so products that feed sums go through these.
+QUADS_API constexpr float mul_rn(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  if (!__builtin_is_constant_evaluated()) return __fmul_rn(a, b);
+#endif
+  return a * b;
+}
+QUADS_API constexpr float add_rn(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  if (!__builtin_is_constant_evaluated()) return __fadd_rn(a, b);
+#endif
+  return a + b;
+}
+QUADS_API constexpr float div_rn(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  if (!__builtin_is_constant_evaluated()) return __fdiv_rn(a, b);
+#endif
+  return a / b;
+}
+
+//! Shifts `m` right by `s` (s >= 1) rounding to nearest, ties to even.
+QUADS_API constexpr ::cuda::std::uint32_t shift_right_rne(::cuda::std::uint32_t m, int s) noexcept {
+  if (s >= 32) return 0;
+  const ::cuda::std::uint32_t q = m >> s;
+  const ::cuda::std::uint32_t rem = m & ((1u << s) - 1u);
+  const ::cuda::std::uint32_t half = 1u << (s - 1);
+  return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
+}
+
+inline constexpr float flt_max = 3.40282346638528859811704183484516925e+38f;
+
+} // namespace quads::detail
