@@ -1,0 +1,359 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Baselines measured in the same run: copy and read bandwidth, the launch floor, and
+//!        (when cuBLAS is linked) bf16 GEMM and FP8 per-tensor-scaled GEMM.
+
+#include "suites.hpp"
+#include "timing.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#if QUADS_BENCH_HAVE_CUBLAS
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#endif
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace quads::bench {
+
+namespace {
+
+// 16-byte copy, four independent loads in flight per thread before the stores.
+__global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, std::size_t n) {
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = __ldcs(src + i), b = __ldcs(src + i + stride), c = __ldcs(src + i + 2 * stride),
+                d = __ldcs(src + i + 3 * stride);
+    __stcs(dst + i, a);
+    __stcs(dst + i + stride, b);
+    __stcs(dst + i + 2 * stride, c);
+    __stcs(dst + i + 3 * stride, d);
+  }
+  for (; i < n; i += stride) __stcs(dst + i, __ldcs(src + i));
+}
+
+// Read-only reduction (the bound for amax): four independent 16-byte loads per step.
+__global__ void read_kernel(const uint4* __restrict__ src, std::size_t n, unsigned* out) {
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  unsigned acc = 0;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = __ldcs(src + i), b = __ldcs(src + i + stride), c = __ldcs(src + i + 2 * stride),
+                d = __ldcs(src + i + 3 * stride);
+    acc += a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w + c.x + c.y + c.z + c.w + d.x + d.y +
+           d.z + d.w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 a = __ldcs(src + i);
+    acc += a.x + a.y + a.z + a.w;
+  }
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if ((threadIdx.x & 31u) == 0u) atomicAdd(out, acc);
+}
+
+__global__ void empty_kernel() {}
+
+int grid_for_stream() { return std::max(limits().sms, 1) * 4; }
+
+cudaError_t launch_copy(const void* src, void* dst, std::size_t bytes, cudaStream_t s) {
+  copy_kernel<<<grid_for_stream(), 512, 0, s>>>(static_cast<const uint4*>(src),
+                                                 static_cast<uint4*>(dst), bytes / 16);
+  return cudaGetLastError();
+}
+cudaError_t launch_read(const void* src, std::size_t bytes, unsigned* out, cudaStream_t s) {
+  read_kernel<<<grid_for_stream(), 512, 0, s>>>(static_cast<const uint4*>(src), bytes / 16, out);
+  return cudaGetLastError();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Median GB/s of `reps` event-timed calls of `fn`, each moving `bytes`.
+template <class Fn>
+double time_gbps(Fn&& fn, double bytes, int reps = 15) {
+  cudaStream_t s = stream();
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < 3; ++i) fn(s);
+  std::vector<double> gbps;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(a, s);
+    fn(s);
+    cudaEventRecord(b, s);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    gbps.push_back(bytes / (ms * 1e6));
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median(gbps);
+}
+
+} // namespace
+
+bool measure_device_limits() {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return false;
+  auto& l = limits();
+  l.name = prop.name;
+  l.sms = prop.multiProcessorCount;
+  l.l2_bytes = static_cast<std::size_t>(prop.l2CacheSize);
+  // 1 GiB each way: ~17x the L2, long enough that launch overhead is noise.
+  const std::size_t bytes = std::size_t{1} << 30;
+  device_buffer src(bytes), dst(bytes), sink(sizeof(unsigned));
+  if (src.error() || dst.error() || sink.error()) return false;
+  if (fill_random(src.get<float>(), bytes / 4, 1, stream()) != cudaSuccess) return false;
+  l.memcpy_gbps = time_gbps(
+      [&](cudaStream_t s) { cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, s); },
+      2.0 * bytes);
+  l.copy_kernel_gbps =
+      time_gbps([&](cudaStream_t s) { launch_copy(src.get(), dst.get(), bytes, s); }, 2.0 * bytes);
+  l.read_gbps = time_gbps(
+      [&](cudaStream_t s) { launch_read(src.get(), bytes, sink.get<unsigned>(), s); }, 1.0 * bytes);
+  l.copy_gbps = std::max(l.memcpy_gbps, l.copy_kernel_gbps);
+  return cudaDeviceSynchronize() == cudaSuccess && cudaGetLastError() == cudaSuccess &&
+         l.copy_gbps > 0 && l.read_gbps > 0;
+}
+
+namespace {
+
+// Copy and read benchmarks through the harness, over a ring of buffers.
+void register_bandwidth() {
+  for (std::size_t mib : {8, 64, 256, 1024}) {
+    const std::size_t bytes = mib << 20;
+    for (int kind = 0; kind < 3; ++kind) {
+      static const char* names[] = {"baseline/copy_memcpy", "baseline/copy_kernel",
+                                    "baseline/read_reduce"};
+      const double moved = kind == 2 ? 1.0 * bytes : 2.0 * bytes;
+      const auto [policy, unused] = policy_for(static_cast<std::size_t>(moved));
+      const std::string name = std::string(names[kind]) + "/" + std::to_string(mib) + "MiB";
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+        const int slots = policy == cache::ring ? ring_slots(static_cast<std::size_t>(moved)) : 1;
+        std::vector<device_buffer> in, out;
+        device_buffer sink(sizeof(unsigned));
+        for (int i = 0; i < slots; ++i) {
+          in.emplace_back(bytes);
+          QUADS_BENCH_TRY(state, in.back().error());
+          QUADS_BENCH_TRY(state, fill_random(in.back().get<float>(), bytes / 4, 7 + i, stream()));
+          if (kind != 2) {
+            out.emplace_back(bytes);
+            QUADS_BENCH_TRY(state, out.back().error());
+          }
+        }
+        measure(state, policy, slots, moved, [&](int slot, cudaStream_t s) -> cudaError_t {
+          if (kind == 0)
+            return cudaMemcpyAsync(out[slot].get(), in[slot].get(), bytes, cudaMemcpyDeviceToDevice,
+                                   s);
+          if (kind == 1) return launch_copy(in[slot].get(), out[slot].get(), bytes, s);
+          return launch_read(in[slot].get(), bytes, sink.get<unsigned>(), s);
+        });
+      });
+      configure(b, policy);
+    }
+  }
+}
+
+// The launch-bound floor: an empty kernel timed exactly like the small (flush) and large (ring)
+// kernel benchmarks.
+void register_floor() {
+  for (cache policy : {cache::flush, cache::ring}) {
+    const std::string name =
+        std::string("baseline/empty_kernel/") + (policy == cache::flush ? "flush" : "ring");
+    auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+      measure(state, policy, 1, 0.0, [](int, cudaStream_t s) {
+        empty_kernel<<<1, 32, 0, s>>>();
+        return cudaGetLastError();
+      });
+    });
+    configure(b, policy);
+  }
+}
+
+#if QUADS_BENCH_HAVE_CUBLAS
+
+const char* cublas_status_name(cublasStatus_t st) { return cublasGetStatusString(st); }
+
+bool cublas_failed(benchmark::State& state, cublasStatus_t st, const char* what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return false;
+  const std::string msg = std::string(what) + ": " + cublas_status_name(st);
+  state.SkipWithError(msg.c_str());
+  return true;
+}
+#define QUADS_CUBLAS_TRY(state, expr)                                                          \
+  do {                                                                                          \
+    if (cublas_failed((state), (expr), #expr)) return;                                          \
+  } while (0)
+
+struct gemm_shape {
+  const char* label;
+  int m, n, k; // y[m, n] = x[m, k] * W[n, k]^T  (m = tokens, n = output features)
+};
+constexpr gemm_shape gemm_shapes[] = {
+    {"8192x8192x8192", 8192, 8192, 8192},
+    {"M16_W14336x4096", 16, 14336, 4096},
+    {"M16_W8192x8192", 16, 8192, 8192},
+};
+
+void add_gemm_counters(benchmark::State& state, const gemm_shape& g) {
+  const double us = state.counters["us"];
+  state.counters["TFLOPs"] = us > 0 ? 2.0 * g.m * g.n * g.k / (us * 1e6) : 0.0;
+}
+
+// bf16 GEMM through cublasGemmEx (fp32 accumulation). Column-major view: C[n, m] = W^T... i.e.
+// op(A) = W (n x k, stored k-major: transposed), op(B) = x^T (k x m).
+void register_cublas_bf16() {
+  for (const gemm_shape& g : gemm_shapes) {
+    const double w_bytes = 2.0 * g.n * g.k;
+    const double bytes = w_bytes + 2.0 * g.m * g.k + 2.0 * g.m * g.n;
+    const auto policy = cache::ring;
+    const std::string name = std::string("baseline/cublas_bf16_gemm/") + g.label;
+    auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+      const int slots = ring_slots(static_cast<std::size_t>(w_bytes), 8);
+      cublasHandle_t h = nullptr;
+      QUADS_CUBLAS_TRY(state, cublasCreate(&h));
+      struct guard {
+        cublasHandle_t h;
+        ~guard() { cublasDestroy(h); }
+      } gh{h};
+      QUADS_CUBLAS_TRY(state, cublasSetStream(h, stream()));
+      std::vector<device_buffer> w;
+      device_buffer x(std::size_t{2} * g.m * g.k), y(std::size_t{2} * g.m * g.n);
+      QUADS_BENCH_TRY(state, x.error());
+      QUADS_BENCH_TRY(state, y.error());
+      QUADS_BENCH_TRY(state, fill_random(x.get<__nv_bfloat16>(), std::size_t{1} * g.m * g.k, 3,
+                                         stream()));
+      for (int i = 0; i < slots; ++i) {
+        w.emplace_back(static_cast<std::size_t>(w_bytes));
+        QUADS_BENCH_TRY(state, w.back().error());
+        QUADS_BENCH_TRY(state, fill_random(w.back().get<__nv_bfloat16>(),
+                                           std::size_t{1} * g.n * g.k, 11 + i, stream()));
+      }
+      const float alpha = 1.0f, beta = 0.0f;
+      bool cublas_ok = true;
+      const bool ok = measure(state, policy, slots, bytes, [&](int slot, cudaStream_t) {
+        const cublasStatus_t st = cublasGemmEx(
+            h, CUBLAS_OP_T, CUBLAS_OP_N, g.n, g.m, g.k, &alpha, w[slot].get(), CUDA_R_16BF, g.k,
+            x.get(), CUDA_R_16BF, g.k, &beta, y.get(), CUDA_R_16BF, g.n, CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT);
+        if (st != CUBLAS_STATUS_SUCCESS) cublas_ok = false;
+        return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
+      });
+      if (!cublas_ok) return;
+      if (ok) add_gemm_counters(state, g);
+    });
+    configure(b, policy);
+  }
+}
+
+// FP8 e4m3 x e4m3 -> bf16 through cuBLASLt with per-tensor scales (device pointers), TN layout
+// as FP8 requires: op(A) = W^T-stored (transposed), op(B) = x (not transposed).
+void register_cublaslt_fp8() {
+  for (const gemm_shape& g : gemm_shapes) {
+    const double w_bytes = 1.0 * g.n * g.k;
+    const double bytes = w_bytes + 1.0 * g.m * g.k + 2.0 * g.m * g.n;
+    const auto policy = cache::ring;
+    const std::string name = std::string("baseline/cublaslt_fp8_gemm/") + g.label;
+    auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+      const int slots = ring_slots(static_cast<std::size_t>(w_bytes), 8);
+      cublasLtHandle_t lt = nullptr;
+      QUADS_CUBLAS_TRY(state, cublasLtCreate(&lt));
+      cublasLtMatmulDesc_t op = nullptr;
+      cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+      cublasLtMatmulPreference_t pref = nullptr;
+      struct guard {
+        cublasLtHandle_t& lt;
+        cublasLtMatmulDesc_t& op;
+        cublasLtMatrixLayout_t &la, &lb, &lc;
+        cublasLtMatmulPreference_t& pref;
+        ~guard() {
+          if (pref) cublasLtMatmulPreferenceDestroy(pref);
+          if (lc) cublasLtMatrixLayoutDestroy(lc);
+          if (lb) cublasLtMatrixLayoutDestroy(lb);
+          if (la) cublasLtMatrixLayoutDestroy(la);
+          if (op) cublasLtMatmulDescDestroy(op);
+          if (lt) cublasLtDestroy(lt);
+        }
+      } gd{lt, op, la, lb, lc, pref};
+      std::vector<device_buffer> w;
+      device_buffer x(std::size_t{1} * g.m * g.k), y(std::size_t{2} * g.m * g.n),
+          scales(2 * sizeof(float)), workspace(std::size_t{32} << 20);
+      QUADS_BENCH_TRY(state, x.error());
+      QUADS_BENCH_TRY(state, y.error());
+      QUADS_BENCH_TRY(state, scales.error());
+      QUADS_BENCH_TRY(state, workspace.error());
+      QUADS_BENCH_TRY(state, fill_random(x.get<__nv_fp8_e4m3>(), std::size_t{1} * g.m * g.k, 5,
+                                         stream()));
+      const float host_scales[2] = {0.5f, 0.25f};
+      QUADS_BENCH_TRY(state, cudaMemcpy(scales.get(), host_scales, sizeof host_scales,
+                                        cudaMemcpyHostToDevice));
+      for (int i = 0; i < slots; ++i) {
+        w.emplace_back(static_cast<std::size_t>(w_bytes));
+        QUADS_BENCH_TRY(state, w.back().error());
+        QUADS_BENCH_TRY(state, fill_random(w.back().get<__nv_fp8_e4m3>(),
+                                           std::size_t{1} * g.n * g.k, 13 + i, stream()));
+      }
+      QUADS_CUBLAS_TRY(state, cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+      QUADS_CUBLAS_TRY(state, cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta,
+                                                             sizeof ta));
+      QUADS_CUBLAS_TRY(state, cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb,
+                                                             sizeof tb));
+      const float* a_scale = scales.get<float>();
+      const float* b_scale = scales.get<float>() + 1;
+      QUADS_CUBLAS_TRY(state, cublasLtMatmulDescSetAttribute(
+                                  op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
+      QUADS_CUBLAS_TRY(state, cublasLtMatmulDescSetAttribute(
+                                  op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
+      // Column-major: A is k x n (ld k), B is k x m (ld k), C/D is n x m (ld n).
+      QUADS_CUBLAS_TRY(state, cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, g.k, g.n, g.k));
+      QUADS_CUBLAS_TRY(state, cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, g.k, g.m, g.k));
+      QUADS_CUBLAS_TRY(state, cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, g.n, g.m, g.n));
+      QUADS_CUBLAS_TRY(state, cublasLtMatmulPreferenceCreate(&pref));
+      const std::size_t ws = workspace.size();
+      QUADS_CUBLAS_TRY(state, cublasLtMatmulPreferenceSetAttribute(
+                                  pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+      cublasLtMatmulHeuristicResult_t heur{};
+      int found = 0;
+      QUADS_CUBLAS_TRY(state, cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 1,
+                                                             &heur, &found));
+      if (found == 0) {
+        state.SkipWithError("cuBLASLt: no FP8 algorithm for this shape");
+        return;
+      }
+      const float alpha = 1.0f, beta = 0.0f;
+      const bool ok = measure(state, policy, slots, bytes, [&](int slot, cudaStream_t s) {
+        const cublasStatus_t st =
+            cublasLtMatmul(lt, op, &alpha, w[slot].get(), la, x.get(), lb, &beta, y.get(), lc,
+                           y.get(), lc, &heur.algo, workspace.get(), ws, s);
+        return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
+      });
+      if (ok) add_gemm_counters(state, g);
+    });
+    configure(b, policy);
+  }
+}
+#endif
+
+} // namespace
+
+void register_baselines() {
+  register_floor();
+  register_bandwidth();
+#if QUADS_BENCH_HAVE_CUBLAS
+  register_cublas_bf16();
+  register_cublaslt_fp8();
+#endif
+}
+
+} // namespace quads::bench
