@@ -117,7 +117,8 @@ bool check_ue8m0() {
     // 2^(127-b) * 2^(b-127) is exactly 1 (both factors and the product are fp32 values)
     const float r = quads::ue8m0_reciprocal(byte);
     rcp.check(b, to_bits(r * q), to_bits(1.0f));
-    rcp_mirror.check(b, to_bits(r), to_bits(quads::decode_ue8m0(static_cast<std::uint8_t>(254 - b))));
+    const auto mirror = static_cast<std::uint8_t>(254 - b);
+    rcp_mirror.check(b, to_bits(r), to_bits(quads::decode_ue8m0(mirror)));
   }
   bool ok = qx::report("decode_ue8m0(b) == __nv_cvt_e8m0_to_bf16raw(b) widened, all 256 codes",
                        dec, 2, 8);

@@ -95,16 +95,16 @@ std::vector<tally> sweep(std::uint64_t begin, std::uint64_t end, Body body) {
 //! Prints one check's summary and its first mismatches; returns true when it passed.
 inline bool report(const char* what, const tally& r, int input_hex_digits = 8,
                    int value_hex_digits = 2) {
-  std::printf("%-78s inputs=%llu mismatches=%llu %s\n", what,
+  std::printf("%-4s %s\n     inputs=%llu mismatches=%llu\n", r.mismatches ? "FAIL" : "ok", what,
               static_cast<unsigned long long>(r.inputs),
-              static_cast<unsigned long long>(r.mismatches), r.mismatches ? "FAIL" : "ok");
+              static_cast<unsigned long long>(r.mismatches));
   for (const mismatch& m : r.first)
-    std::printf("    input=0x%0*llx quads=0x%0*llx oracle=0x%0*llx\n", input_hex_digits,
+    std::printf("     input=0x%0*llx quads=0x%0*llx oracle=0x%0*llx\n", input_hex_digits,
                 static_cast<unsigned long long>(m.input), value_hex_digits,
                 static_cast<unsigned long long>(m.got), value_hex_digits,
                 static_cast<unsigned long long>(m.want));
   // An empty check proves nothing; treat it as a failure of the test itself.
-  if (r.inputs == 0) std::printf("    (no inputs were checked)\n");
+  if (r.inputs == 0) std::printf("     (no inputs were checked)\n");
   return r.mismatches == 0 && r.inputs > 0;
 }
 
