@@ -30,7 +30,7 @@ namespace quads::bench {
 struct device_limits {
   double copy_gbps = 0;        //!< max(cudaMemcpyAsync D2D, copy kernel), read + write bytes
   double memcpy_gbps = 0;      //!< cudaMemcpyAsync device-to-device alone
-  double copy_kernel_gbps = 0; //!< 16-byte vectorized copy kernel alone
+  double copy_kernel_gbps = 0; //!< 16-byte copy kernel alone (best of streaming / plain hints)
   double read_gbps = 0;        //!< read-only reduction
   int sms = 0;
   std::size_t l2_bytes = 0;

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 The quads authors
+# SPDX-License-Identifier: Apache-2.0
+"""Renders quads_bench_gpu's JSON (and torch_emulation_bench.py's) into Markdown and a PNG plot.
+
+Benchmark names are `<kernel>/<variant...>/<shape>`; the counters come from bench/gpu/timing.cuh:
+us (median per call), GBps (bytes read + written over the median), frac_copy (over the copy
+bandwidth measured at the start of the same run, stored in the JSON context as quads_copy_GBps),
+frac_read, TFLOPs (GEMM baselines).
+
+  render_bench.py --bench bench.json [--torch torch.json] [--md out.md] [--png plot.png]
+                  [--update docs/benchmarks.md]
+
+--update replaces the text between `<!-- results:begin -->` and `<!-- results:end -->` in an
+existing page. Without matplotlib the plot is skipped with a note.
+"""
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections import OrderedDict
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def clean_name(name):
+    """Drops Google Benchmark's suffixes (/iterations:N, /manual_time, ...)."""
+    return re.sub(r"/(iterations:\d+|manual_time|real_time|repeats:\d+|threads:\d+)", "", name)
+
+
+def split_name(name):
+    kernel, _, shape = clean_name(name).rpartition("/")
+    return (kernel or name), shape
+
+
+def fmt(v, digits=1):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:,.{digits}f}"
+
+
+def pct(v):
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def rows_of(bench):
+    out = []
+    for b in bench.get("benchmarks", []):
+        if b.get("run_type") == "aggregate":
+            continue
+        kernel, shape = split_name(b["name"])
+        out.append({
+            "name": clean_name(b["name"]), "kernel": kernel, "shape": shape,
+            "error": b.get("error_message") if b.get("error_occurred") else None,
+            "us": b.get("us"), "GBps": b.get("GBps"), "frac_copy": b.get("frac_copy"),
+            "frac_read": b.get("frac_read"), "TFLOPs": b.get("TFLOPs"),
+            "bytes": b.get("bytes"), "cold": b.get("cold_l2"),
+        })
+    return out
+
+
+def context_lines(bench, torch_result):
+    c = bench.get("context", {})
+    lines = [
+        f"- date: {c.get('date', '?')}",
+        f"- device: {c.get('quads_device', '?')} ({c.get('quads_sms', '?')} SMs, L2 "
+        f"{int(c.get('quads_l2_bytes', 0)) >> 20} MiB), CUDA runtime {c.get('quads_cuda_runtime', '?')}, "
+        f"driver {c.get('quads_cuda_driver', '?')}",
+        f"- copy bandwidth (this run, bytes read + written, 1 GiB buffers): "
+        f"**{c.get('quads_copy_GBps', '?')} GB/s** = max(cudaMemcpyAsync D2D "
+        f"{c.get('quads_memcpy_GBps', '?')}, 16-byte copy kernel {c.get('quads_copy_kernel_GBps', '?')})",
+        f"- read bandwidth (reduction, this run): **{c.get('quads_read_GBps', '?')} GB/s**",
+    ]
+    if torch_result:
+        lines.append(f"- PyTorch {torch_result.get('torch', '?')} on "
+                     f"{torch_result.get('device', '?')} for the emulation baseline")
+    return lines
+
+
+def kernel_table(rows, with_read):
+    head = "| kernel | shape | us | GB/s | of copy BW |" + (" of read BW |" if with_read else "")
+    sep = "| --- | --- | ---: | ---: | ---: |" + (" ---: |" if with_read else "")
+    lines = [head, sep]
+    for r in rows:
+        if r["error"]:
+            lines.append(f"| {r['kernel']} | {r['shape']} | error: {r['error']} | | |" +
+                         (" |" if with_read else ""))
+            continue
+        us = r["us"]
+        us_s = fmt(us, 2) if us is not None and us < 100 else fmt(us, 1)
+        line = f"| {r['kernel']} | {r['shape']} | {us_s} | {fmt(r['GBps'], 0)} | {pct(r['frac_copy'])} |"
+        if with_read:
+            line += f" {pct(r['frac_read'])} |"
+        lines.append(line)
+    return lines
+
+
+def gemm_table(rows):
+    lines = ["| baseline | shape | us | TFLOP/s | GB/s | of copy BW |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        if r["error"]:
+            lines.append(f"| {r['kernel']} | {r['shape']} | error: {r['error']} | | | |")
+            continue
+        lines.append(f"| {r['kernel']} | {r['shape']} | {fmt(r['us'], 1)} | {fmt(r['TFLOPs'], 0)} "
+                     f"| {fmt(r['GBps'], 0)} | {pct(r['frac_copy'])} |")
+    return lines
+
+
+def torch_lines(t):
+    if not t:
+        return ["(the PyTorch emulation baseline was not run)"]
+    lines = [f"NVFP4 QDQ of a {t['shape'][0]}x{t['shape'][1]} bf16 weight, medians of "
+             f"{t.get('reps', '?')} CUDA-event timings, same machine call:", "",
+             "| what | us |", "| --- | ---: |",
+             f"| plain-PyTorch emulation: QDQ (quantize + LUT dequantize) | {fmt(t.get('torch_qdq_us'))} |",
+             f"| plain-PyTorch emulation: quantize only | {fmt(t.get('torch_quantize_us'))} |",
+             f"| plain-PyTorch emulation: dequantize only (LUT * scale) | "
+             f"{fmt(t.get('torch_dequantize_us'))} |"]
+    if t.get("ours_qdq_us") is not None:
+        lines.append(f"| quads QDQ kernel (`{t.get('ours_name')}`) | {fmt(t['ours_qdq_us'], 2)} |")
+        lines += ["", f"**Speedup: {t['speedup_qdq']:.0f}x** over the emulated QDQ "
+                      f"(target >= 30x), {t['speedup_vs_dequant_only']:.0f}x over its dequantize "
+                      f"alone."]
+    if t.get("check"):
+        lines += ["", f"Emulation checked against test/python/nvfp4_ref.py: {t['check']}."]
+    return lines
+
+
+def render_md(bench, torch_result, png_name, png_note):
+    rows = rows_of(bench)
+    base = [r for r in rows if r["kernel"].startswith("baseline/")]
+    gemm = [r for r in base if "gemm" in r["kernel"]]
+    bw = [r for r in base if r not in gemm]
+    kern = [r for r in rows if not r["kernel"].startswith("baseline/")]
+    out = ["### Run", ""] + context_lines(bench, torch_result) + [""]
+    out += ["### Kernels", "",
+            "us = median per call (CUDA events; sizes moving >= 32 MiB per call: back-to-back over "
+            "a ring of buffers > 3x L2; smaller: one call after an L2 flush). GB/s = bytes read + "
+            "written per call / us. Fractions are of this run's copy (and read) bandwidth.", ""]
+    out += kernel_table(kern, with_read=True) if kern else ["(no kernel benchmarks in this run)"]
+    out += ["", "### Baselines (same run)", ""] + kernel_table(bw, with_read=True)
+    if gemm:
+        out += [""] + gemm_table(gemm)
+    out += ["", "### Plain-PyTorch emulation", ""] + torch_lines(torch_result)
+    if png_name:
+        out += ["", f"![fraction of copy bandwidth]({png_name})"]
+    elif png_note:
+        out += ["", f"(plot: {png_note})"]
+    return "\n".join(out) + "\n"
+
+
+def plot(bench, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as e:  # noqa: BLE001
+        return f"skipped, matplotlib unavailable ({e.__class__.__name__})"
+    series = OrderedDict()
+    for r in rows_of(bench):
+        if r["error"] or not r["bytes"] or r["frac_copy"] is None:
+            continue
+        if r["kernel"].startswith("baseline/") and r["kernel"] != "baseline/copy_kernel":
+            continue
+        series.setdefault(r["kernel"], []).append((r["bytes"], r["frac_copy"]))
+    fig, ax = plt.subplots(figsize=(11, 6.5))
+    for k, pts in series.items():
+        if len(pts) < 3 and k != "baseline/copy_kernel":
+            continue
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=k,
+                lw=2.5 if k.startswith("baseline") else 1.2,
+                color="black" if k.startswith("baseline") else None)
+    ax.axhline(0.9, color="grey", ls="--", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("bytes read + written per call")
+    ax.set_ylabel("fraction of measured copy bandwidth")
+    c = bench.get("context", {})
+    ax.set_title(f"quads kernels on {c.get('quads_device', '?')}: copy BW "
+                 f"{c.get('quads_copy_GBps', '?')} GB/s ({c.get('date', '')})")
+    ax.set_ylim(0, 1.15)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=6, ncol=2, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench", required=True)
+    ap.add_argument("--torch")
+    ap.add_argument("--md", help="write the Markdown fragment here")
+    ap.add_argument("--png", help="write the plot here (needs matplotlib)")
+    ap.add_argument("--png-link", help="path of the plot as the Markdown should link it")
+    ap.add_argument("--update", help="replace the results section of this Markdown page")
+    args = ap.parse_args()
+
+    bench = load(args.bench)
+    torch_result = None
+    if args.torch:
+        try:
+            torch_result = load(args.torch)
+        except (OSError, ValueError) as e:
+            print(f"render_bench: cannot read {args.torch}: {e}", file=sys.stderr)
+    note = None
+    png_link = None
+    if args.png:
+        note = plot(bench, args.png)
+        if note is None:
+            png_link = args.png_link or args.png
+        else:
+            print(f"render_bench: plot {note}", file=sys.stderr)
+    elif args.png_link:
+        png_link = args.png_link
+    md = render_md(bench, torch_result, png_link, note)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(md)
+    if args.update:
+        with open(args.update) as f:
+            page = f.read()
+        pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+        if not pattern.search(page):
+            print(f"render_bench: no results markers in {args.update}", file=sys.stderr)
+            return 1
+        page = pattern.sub(lambda _: BEGIN + "\n" + md + END, page)
+        with open(args.update, "w") as f:
+            f.write(page)
+    if not args.md and not args.update:
+        sys.stdout.write(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
