@@ -1,0 +1,234 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief GPU amax: per tensor (per expert of a stack), per row, and amax -> tensor scale.
+//!
+//! Semantics are those of `quads::reference::amax`: max |x| ignoring NaN, Inf counts, 0 for an
+//! empty or all-NaN input. On the device `fmaxf(m, |x|)` with `m` never NaN is exactly
+//! `detail::max_num`, and max is order-independent, so the result is bit-identical to the host.
+//! Across CTAs the tensor amax is combined with `atomicMax` on the fp32 bits (monotonic for
+//! non-negative floats, +Inf = 0x7f800000 included); the buffer is zeroed by the launcher with
+//! `cudaMemsetAsync` unless `accumulate` is set.
+#pragma once
+
+#include <quads/kernels/common.cuh>
+
+namespace quads::kernels {
+
+namespace detail {
+
+inline constexpr int amax_threads = 256;
+inline constexpr int amax_unroll = 4;
+
+//! max over the CTA; every thread gets the result. `red` holds >= blockDim.x / 32 floats.
+QUADS_DEVICE_API float cta_max(float m, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  const int warps = static_cast<int>(blockDim.x >> 5);
+  if ((threadIdx.x & 31u) == 0) red[threadIdx.x >> 5] = m;
+  __syncthreads();
+  float r = red[0];
+  for (int w = 1; w < warps; ++w) r = fmaxf(r, red[w]);
+  __syncthreads();  // `red` may be reused right after
+  return r;
+}
+
+//! Non-negative float max into `*dst` (as bits; valid because both are >= 0 and not NaN).
+QUADS_DEVICE_API void atomic_max_nonneg(float* dst, float v) {
+  atomicMax(reinterpret_cast<unsigned int*>(dst), __float_as_uint(v));
+}
+
+template <class T>
+QUADS_DEVICE_API float amax_of_word(uint4 w, float m) {
+  raw_block<T, 16 / sizeof(T)> r;
+  r.w[0] = w;
+  float v[16 / sizeof(T)];
+  widen(r, v);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(16 / sizeof(T)); ++i) m = fmaxf(m, fabsf(v[i]));
+  return m;
+}
+
+//! Tensor amax of each expert (blockIdx.y) over 16-byte words; `vecs` = words per row.
+template <class T>
+__global__ void __launch_bounds__(amax_threads)
+    tensor_amax_kernel(const T* x, fast_divmod vecs, std::uint32_t total, std::int64_t row_stride,
+                       std::int64_t expert_stride, float* amax) {
+  __shared__ float red[amax_threads / 32];
+  constexpr int E = 16 / sizeof(T);
+  const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
+  const std::uint32_t stride = gridDim.x * blockDim.x;
+  std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
+  float m = 0.0f;
+  for (; u + (amax_unroll - 1) * stride < total; u += amax_unroll * stride) {
+    uint4 w[amax_unroll];
+#pragma unroll
+    for (int j = 0; j < amax_unroll; ++j) {
+      std::uint32_t r, c;
+      vecs.divmod(u + j * stride, r, c);
+      w[j] = *reinterpret_cast<const uint4*>(xe + r * row_stride + static_cast<std::int64_t>(c) * E);
+    }
+#pragma unroll
+    for (int j = 0; j < amax_unroll; ++j) m = amax_of_word<T>(w[j], m);
+  }
+  for (; u < total; u += stride) {
+    std::uint32_t r, c;
+    vecs.divmod(u, r, c);
+    m = amax_of_word<T>(
+        *reinterpret_cast<const uint4*>(xe + r * row_stride + static_cast<std::int64_t>(c) * E), m);
+  }
+  m = cta_max(m, red);
+  if (threadIdx.x == 0) atomic_max_nonneg(amax + blockIdx.y, m);
+}
+
+//! Row amax: one CTA per row (grid-stride over `experts * rows`).
+template <class T>
+__global__ void __launch_bounds__(amax_threads)
+    row_amax_kernel(const T* x, int rows, int vecs, std::uint32_t total_rows,
+                    std::int64_t row_stride, std::int64_t expert_stride, float* amax) {
+  __shared__ float red[amax_threads / 32];
+  constexpr int E = 16 / sizeof(T);
+  for (std::uint32_t er = blockIdx.x; er < total_rows; er += gridDim.x) {
+    const std::uint32_t e = er / static_cast<std::uint32_t>(rows);
+    const std::uint32_t r = er - e * static_cast<std::uint32_t>(rows);
+    const T* xr = x + e * expert_stride + r * row_stride;
+    float m = 0.0f;
+    for (int c = static_cast<int>(threadIdx.x); c < vecs; c += static_cast<int>(blockDim.x))
+      m = amax_of_word<T>(*reinterpret_cast<const uint4*>(xr + static_cast<std::int64_t>(c) * E), m);
+    m = cta_max(m, red);
+    if (threadIdx.x == 0) amax[er] = m;
+  }
+}
+
+template <class Quantizer>
+__global__ void tensor_scale_from_amax_kernel(const float* amax, tensor_scale* out, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n)
+    out[i] = make_tensor_scale<typename Quantizer::format, Quantizer::options>(amax[i]);
+}
+
+//! Threads of a one-CTA-per-row kernel for rows of `units` work items: a multiple of 32 in
+//! [32, 256].
+constexpr int cta_threads_for(int units) noexcept {
+  const int t = (units + 31) / 32 * 32;
+  return t < 32 ? 32 : (t > 256 ? 256 : t);
+}
+
+//! Resident CTAs per SM of `Kernel` at `threads` threads (a multiple of 32, <= 1024), cached.
+template <auto Kernel>
+inline int occupancy(int threads) noexcept {
+  static std::atomic<int> cache[33] = {};
+  const int slot = threads / 32;
+  if (slot >= 0 && slot < 33) {
+    const int c = cache[slot].load(std::memory_order_relaxed);
+    if (c > 0) return c;
+  }
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, threads, 0) != cudaSuccess || n < 1)
+    n = 1;
+  if (slot >= 0 && slot < 33) cache[slot].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+//! CTAs for a grid-stride kernel: enough for `work` items, at most what is resident at once
+//! (capped at `ctas_per_sm_cap` per SM), divided among `split` grid rows (experts).
+template <auto Kernel>
+inline unsigned grid_for(int threads, std::uint64_t work, int ctas_per_sm_cap,
+                         int split = 1) noexcept {
+  const int occ = occupancy<Kernel>(threads);
+  const int sms = sm_count() > 0 ? sm_count() : 132;
+  std::uint64_t resident = static_cast<std::uint64_t>(sms) *
+                           static_cast<std::uint64_t>(occ < ctas_per_sm_cap ? occ : ctas_per_sm_cap);
+  resident = resident / static_cast<std::uint64_t>(split > 0 ? split : 1);
+  if (resident < 1) resident = 1;
+  std::uint64_t need = (work + static_cast<std::uint64_t>(threads) - 1) / threads;
+  if (need < 1) need = 1;
+  return static_cast<unsigned>(need < resident ? need : resident);
+}
+
+template <class T>
+inline const char* check_amax_args(const T* x, const tensor_shape& s, const float* amax) {
+  if (const char* why = check_input(x, s, static_cast<int>(16 / sizeof(T)),
+                                    "quads: amax needs cols * sizeof(element) to be a multiple "
+                                    "of 16 bytes (vector loads)"))
+    return why;
+  if (amax == nullptr) return "quads: amax output pointer is null";
+  if (!aligned(amax, 4)) return "quads: amax output must be 4-byte aligned";
+  if (static_cast<std::int64_t>(s.rows) * s.cols >= (std::int64_t{1} << 31))
+    return "quads: rows * cols per expert must be < 2^31";
+  return nullptr;
+}
+
+//! Enqueues the tensor amax pass (no status bookkeeping; the caller checks).
+template <class T>
+inline void enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax,
+                                cudaStream_t stream) {
+  constexpr int E = 16 / sizeof(T);
+  const std::uint32_t vecs = static_cast<std::uint32_t>(s.cols / E);
+  const std::uint32_t total = vecs * static_cast<std::uint32_t>(s.rows);
+  const unsigned gx = grid_for<tensor_amax_kernel<T>>(amax_threads,
+                               (total + amax_unroll - 1) / amax_unroll, 8, s.experts);
+  tensor_amax_kernel<T><<<dim3(gx, static_cast<unsigned>(s.experts)), amax_threads, 0, stream>>>(
+      x, fast_divmod(vecs), total, s.rstride(), s.estride(), amax);
+}
+
+} // namespace detail
+
+//! Tensor amax of `x` (`[experts, rows, cols]`, strides in elements): writes `experts` floats
+//! to device memory `amax` (one per expert). The buffer is zeroed first with `cudaMemsetAsync`
+//! unless `accumulate` is true, in which case the result is max(old, new) (e.g. for amax
+//! history). Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples of 16.
+template <class T>
+cudaError_t tensor_amax(const T* x, const tensor_shape& shape, float* amax,
+                        cudaStream_t stream = nullptr, bool accumulate = false) {
+  static_assert(is_kernel_element<T>, "quads: element type must be __nv_bfloat16, __half or float");
+  if (const char* why = detail::check_amax_args(x, shape, amax)) return detail::fail(why);
+  if (!accumulate) {
+    const cudaError_t e =
+        cudaMemsetAsync(amax, 0, sizeof(float) * static_cast<std::size_t>(shape.experts), stream);
+    if (e != cudaSuccess) return detail::fail(cudaGetErrorString(e), e);
+  }
+  if (shape.rows == 0 || shape.cols == 0) return detail::ok();
+  detail::enqueue_tensor_amax(x, shape, amax, stream);
+  return detail::after_launch();
+}
+
+//! Row amax: writes `experts * rows` floats (row `r` of expert `e` at `e * rows + r`).
+//! Requires what `tensor_amax` requires.
+template <class T>
+cudaError_t row_amax(const T* x, const tensor_shape& shape, float* amax,
+                     cudaStream_t stream = nullptr) {
+  static_assert(is_kernel_element<T>, "quads: element type must be __nv_bfloat16, __half or float");
+  if (const char* why = detail::check_amax_args(x, shape, amax)) return detail::fail(why);
+  if (shape.rows == 0) return detail::ok();
+  if (shape.cols == 0) {
+    const cudaError_t e = cudaMemsetAsync(
+        amax, 0, sizeof(float) * static_cast<std::size_t>(shape.experts) * shape.rows, stream);
+    return e == cudaSuccess ? detail::ok() : detail::fail(cudaGetErrorString(e), e);
+  }
+  constexpr int E = 16 / sizeof(T);
+  const int vecs = shape.cols / E;
+  const int threads = detail::cta_threads_for(vecs);
+  const std::uint32_t total_rows =
+      static_cast<std::uint32_t>(shape.experts) * static_cast<std::uint32_t>(shape.rows);
+  const unsigned grid = detail::grid_for<detail::row_amax_kernel<T>>(threads,
+                                         static_cast<std::uint64_t>(total_rows) * threads, 16);
+  detail::row_amax_kernel<T><<<grid, threads, 0, stream>>>(x, shape.rows, vecs, total_rows,
+                                                           shape.rstride(), shape.estride(), amax);
+  return detail::after_launch();
+}
+
+//! `out[i] = make_tensor_scale<Format, Options>(amax[i])` for `i < n` (device pointers), with
+//! `Quantizer = block_quantizer<Format, Options>`: the one amax -> scale rule, on the device.
+template <class Quantizer>
+cudaError_t tensor_scale_from_amax(const float* amax, tensor_scale* out, int n,
+                                   cudaStream_t stream = nullptr) {
+  if (n < 0) return detail::fail("quads: n must be >= 0");
+  if (n > 0 && (amax == nullptr || out == nullptr))
+    return detail::fail("quads: amax / tensor scale pointer is null");
+  if (n == 0) return detail::ok();
+  detail::tensor_scale_from_amax_kernel<Quantizer><<<(n + 255) / 256, 256, 0, stream>>>(amax, out, n);
+  return detail::after_launch();
+}
+
+} // namespace quads::kernels

@@ -1,0 +1,333 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Shared pieces of the GPU kernels: error reporting, shapes, views, vector I/O.
+//!
+//! Error scheme (every launcher in `quads/kernels/` follows it):
+//! - a launcher returns `cudaError_t`; `cudaSuccess` means the work was enqueued on the stream;
+//! - an argument check that fails returns `cudaErrorInvalidValue` without enqueuing anything, and
+//!   `quads::kernels::last_error_message()` names the argument and the rule it broke;
+//! - after enqueuing, a launcher returns `cudaGetLastError()` (so an error left pending by earlier
+//!   unrelated work is reported, and cleared, by the next launcher, as with any CUDA launch);
+//!   `last_error_message()` then holds `cudaGetErrorString` of it, or "" on success;
+//! - `cudaErrorNoKernelImageForDevice` gets a message naming the build option (`gpu_arch`).
+//! Launchers never synchronise: no `cudaDeviceSynchronize`, no blocking copies; they only call
+//! `cudaMemsetAsync` on the given stream where documented, and the cheap attribute queries
+//! `cudaGetDevice` / `cudaDeviceGetAttribute` (cached per device).
+#pragma once
+
+#if !defined(__CUDACC__)
+#  error "quads/kernels/*.cuh need nvcc (CUDA C++)"
+#endif
+
+#include <quads/config.hpp>
+
+#include <quads/layout/scale_layouts.hpp>
+#include <quads/quant/block_quantizer.hpp>
+#include <quads/quant/tensor_scale.hpp>
+#include <quads/scheme/schemes.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+namespace quads::kernels {
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+namespace detail {
+inline const char*& error_slot() noexcept {
+  thread_local const char* message = "";
+  return message;
+}
+} // namespace detail
+
+//! Why the last launcher called on this host thread failed, or "" if it succeeded. The string
+//! is static (never freed).
+inline const char* last_error_message() noexcept { return detail::error_slot(); }
+
+namespace detail {
+
+//! Records `why` and returns `code` (default `cudaErrorInvalidValue`).
+inline cudaError_t fail(const char* why, cudaError_t code = cudaErrorInvalidValue) noexcept {
+  error_slot() = why;
+  return code;
+}
+
+inline cudaError_t ok() noexcept {
+  error_slot() = "";
+  return cudaSuccess;
+}
+
+//! The status after enqueuing kernels (see the file comment).
+inline cudaError_t after_launch() noexcept {
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return ok();
+  if (e == cudaErrorNoKernelImageForDevice)
+    return fail("quads: no kernel image for this GPU: rebuild with its architecture in the "
+                "meson option gpu_arch (e.g. -Dgpu_arch=90a)",
+                e);
+  return fail(cudaGetErrorString(e), e);
+}
+
+//! Number of multiprocessors of the current device, cached per device (0 on error).
+inline int sm_count() noexcept {
+  static std::atomic<int> cache[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (dev >= 0 && dev < 64) {
+    const int c = cache[dev].load(std::memory_order_relaxed);
+    if (c > 0) return c;
+  }
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+  if (dev >= 0 && dev < 64) cache[dev].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+inline bool aligned(const void* p, std::size_t a) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
+}
+
+} // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Shapes and views
+// ---------------------------------------------------------------------------------------------
+
+//! A row-major `[experts, rows, cols]` tensor (experts = 1 for a matrix) with strides in
+//! elements. Blocks run along `cols` (K).
+struct tensor_shape {
+  int experts = 1;
+  int rows = 0;
+  int cols = 0;
+  std::int64_t row_stride = 0;     //!< elements between consecutive rows; 0 means `cols`
+  std::int64_t expert_stride = 0;  //!< elements between experts; 0 means `rows * row_stride`
+
+  constexpr std::int64_t rstride() const noexcept { return row_stride != 0 ? row_stride : cols; }
+  constexpr std::int64_t estride() const noexcept {
+    return expert_stride != 0 ? expert_stride : static_cast<std::int64_t>(rows) * rstride();
+  }
+};
+
+//! A quantized `[experts, rows, cols]` tensor in device memory, the layout of
+//! `quads::reference::quantized_tensor`:
+//! - `data`: packed E2M1 codes, `experts * rows * cols / 2` bytes, contiguous (row `r` of expert
+//!   `e` starts at byte `(e * rows + r) * cols / 2`; element 2i in the low nibble);
+//! - `scales`: `batched<Layout>{experts, Layout{rows, cols / block_size}}.size()` bytes;
+//!   swizzled padding is written as zero by the kernels;
+//! - `tensor_scales`: `experts` entries (`experts * rows` with `global_scale::per_row`); may be
+//!   null for schemes without a tensor scale (MXFP4), otherwise written by quantize launchers
+//!   (with `global_scale::given` they receive a copy of the given scales, broadcast to experts).
+struct quantized_view {
+  std::uint8_t* data = nullptr;
+  std::uint8_t* scales = nullptr;
+  tensor_scale* tensor_scales = nullptr;
+};
+
+//! Read-only twin of `quantized_view` (the input of dequantize).
+struct const_quantized_view {
+  const std::uint8_t* data = nullptr;
+  const std::uint8_t* scales = nullptr;
+  const tensor_scale* tensor_scales = nullptr;
+};
+
+//! Where the second-level scale comes from, per `Quantizer::options.global` (two-level schemes):
+//! - `per_tensor`: computed; `amax_workspace` must hold `experts` floats of device memory, which
+//!   the launcher zeroes (`cudaMemsetAsync`) and fills with each expert's amax (an amax pass,
+//!   then the quantize pass converts amax -> scale with `make_tensor_scale`);
+//! - `per_row`: computed in the same kernel (one CTA per row), no workspace;
+//! - `given`: `given` points to `given_count` (1, or `experts`) device `tensor_scale`s.
+//! `seed` keys the Philox generator of stochastic rounding (block index as in the reference).
+struct scale_args {
+  const tensor_scale* given = nullptr;
+  int given_count = 0;
+  float* amax_workspace = nullptr;
+  std::uint64_t seed = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Element types and 16-byte vector I/O
+// ---------------------------------------------------------------------------------------------
+
+//! Input/output element types the kernels take: `__nv_bfloat16`, `__half`, `float`.
+template <class T>
+inline constexpr bool is_kernel_element =
+    std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half> || std::is_same_v<T, float>;
+
+namespace detail {
+
+//! Unsigned 32-bit division by a run-time constant with a multiply-high and a shift
+//! (Granlund-Montgomery round-up method, exact for every 32-bit dividend).
+struct fast_divmod {
+  std::uint32_t divisor = 1;
+  std::uint32_t multiplier = 1;
+  std::uint32_t shift = 0;
+
+  fast_divmod() = default;
+  QUADS_HOST_DEVICE explicit fast_divmod(std::uint32_t d) : divisor(d) {
+    std::uint32_t l = 0;
+    while ((std::uint64_t{1} << l) < d) ++l;
+    shift = l;
+    multiplier = static_cast<std::uint32_t>(
+        ((std::uint64_t{1} << 32) * ((std::uint64_t{1} << l) - d)) / d + 1);
+  }
+  QUADS_API std::uint32_t div(std::uint32_t n) const {
+#if defined(__CUDA_ARCH__)
+    const std::uint32_t t = __umulhi(n, multiplier);
+#else
+    const std::uint32_t t =
+        static_cast<std::uint32_t>((std::uint64_t{n} * multiplier) >> 32);
+#endif
+    return static_cast<std::uint32_t>((std::uint64_t{t} + n) >> shift);
+  }
+  QUADS_API void divmod(std::uint32_t n, std::uint32_t& q, std::uint32_t& r) const {
+    q = div(n);
+    r = n - q * divisor;
+  }
+};
+
+template <class T>
+QUADS_DEVICE_API float to_float(T v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+  else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else return v;
+}
+
+//! fp32 -> T, round to nearest even (the only rounding of the bf16/fp16 outputs).
+template <class T>
+QUADS_DEVICE_API T from_float(float v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
+  else if constexpr (std::is_same_v<T, __half>) return __float2half_rn(v);
+  else return v;
+}
+
+//! Raw storage of `N` elements of `T` as 16-byte words (`N * sizeof(T)` a multiple of 16).
+template <class T, int N>
+struct raw_block {
+  static_assert((N * sizeof(T)) % 16 == 0);
+  static constexpr int words = static_cast<int>(N * sizeof(T) / 16);
+  uint4 w[words];
+};
+
+//! Loads `N` consecutive elements (16-byte aligned) as 16-byte words.
+template <class T, int N>
+QUADS_DEVICE_API void load_raw(const T* p, raw_block<T, N>& r) {
+  const uint4* q = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+  for (int i = 0; i < raw_block<T, N>::words; ++i) r.w[i] = q[i];
+}
+
+//! Widens raw words to fp32 (exact for bf16 / fp16).
+template <class T, int N>
+QUADS_DEVICE_API void widen(const raw_block<T, N>& r, float (&v)[N]) {
+#pragma unroll
+  for (int i = 0; i < raw_block<T, N>::words; ++i) {
+    const std::uint32_t u[4] = {r.w[i].x, r.w[i].y, r.w[i].z, r.w[i].w};
+    if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) v[4 * i + j] = __uint_as_float(u[j]);
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        v[8 * i + 2 * j] = __uint_as_float(u[j] << 16);
+        v[8 * i + 2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u[j]));
+        v[8 * i + 2 * j] = f.x;
+        v[8 * i + 2 * j + 1] = f.y;
+      }
+    }
+  }
+}
+
+//! Stores `N` fp32 values as `T` (RNE) with 16-byte stores (destination 16-byte aligned).
+template <class T, int N>
+QUADS_DEVICE_API void store_narrow(T* p, const float (&v)[N]) {
+  raw_block<T, N> r;
+#pragma unroll
+  for (int i = 0; i < raw_block<T, N>::words; ++i) {
+    std::uint32_t u[4];
+    if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) u[j] = __float_as_uint(v[4 * i + j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const T lo = from_float<T>(v[8 * i + 2 * j]);
+        const T hi = from_float<T>(v[8 * i + 2 * j + 1]);
+        u[j] = static_cast<std::uint32_t>(*reinterpret_cast<const unsigned short*>(&lo)) |
+               (static_cast<std::uint32_t>(*reinterpret_cast<const unsigned short*>(&hi)) << 16);
+      }
+    }
+    r.w[i] = make_uint4(u[0], u[1], u[2], u[3]);
+  }
+  uint4* q = reinterpret_cast<uint4*>(p);
+#pragma unroll
+  for (int i = 0; i < raw_block<T, N>::words; ++i) q[i] = r.w[i];
+}
+
+//! Stores the `Bytes` packed code bytes of one block (8 or 16: one 8- or 16-byte store).
+template <int Bytes>
+QUADS_DEVICE_API void store_codes(std::uint8_t* p, const std::uint8_t (&c)[Bytes]) {
+  static_assert(Bytes == 8 || Bytes == 16);
+  std::uint32_t w[Bytes / 4];
+#pragma unroll
+  for (int i = 0; i < Bytes / 4; ++i)
+    w[i] = static_cast<std::uint32_t>(c[4 * i]) | (static_cast<std::uint32_t>(c[4 * i + 1]) << 8) |
+           (static_cast<std::uint32_t>(c[4 * i + 2]) << 16) |
+           (static_cast<std::uint32_t>(c[4 * i + 3]) << 24);
+  if constexpr (Bytes == 16) {
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  }
+}
+
+//! Loads the `Bytes` packed code bytes of one block.
+template <int Bytes>
+QUADS_DEVICE_API void load_codes(const std::uint8_t* p, std::uint8_t (&c)[Bytes]) {
+  static_assert(Bytes % 8 == 0);
+#pragma unroll
+  for (int i = 0; i < Bytes / 8; ++i) {
+    const uint2 w = reinterpret_cast<const uint2*>(p)[i];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      c[8 * i + j] = static_cast<std::uint8_t>(w.x >> (8 * j));
+      c[8 * i + 4 + j] = static_cast<std::uint8_t>(w.y >> (8 * j));
+    }
+  }
+}
+
+//! Shape checks shared by the launchers; returns nullptr when fine, else the reason.
+template <class T>
+inline const char* check_input(const T* x, const tensor_shape& s, int multiple_of,
+                               const char* multiple_msg) {
+  if (s.experts < 1 || s.rows < 0 || s.cols < 0)
+    return "quads: shape needs experts >= 1, rows >= 0, cols >= 0";
+  if (s.experts > 65535) return "quads: at most 65535 experts per launch";
+  if (s.cols % multiple_of != 0) return multiple_msg;
+  if (s.rstride() < s.cols) return "quads: row_stride must be 0 or >= cols";
+  if (s.experts > 1 && s.estride() < static_cast<std::int64_t>(s.rows) * s.rstride())
+    return "quads: expert_stride must be 0 or >= rows * row_stride";
+  if (s.rows > 0 && s.cols > 0 && x == nullptr) return "quads: input pointer is null";
+  if (!aligned(x, 16)) return "quads: input pointer must be 16-byte aligned (vector loads)";
+  if ((s.rstride() * static_cast<std::int64_t>(sizeof(T))) % 16 != 0)
+    return "quads: row_stride * sizeof(element) must be a multiple of 16 bytes";
+  if ((s.estride() * static_cast<std::int64_t>(sizeof(T))) % 16 != 0)
+    return "quads: expert_stride * sizeof(element) must be a multiple of 16 bytes";
+  return nullptr;
+}
+
+} // namespace detail
+
+} // namespace quads::kernels

@@ -1,0 +1,466 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief GPU quantize and one-pass QDQ (fake-quant) of `[rows, K]` tensors and `[E, N, K]` stacks.
+//!
+//! Every block goes through `Quantizer::quantize` (`Quantizer = block_quantizer<Format, Options>`,
+//! the one QDQ path), so results are byte-identical to `quads::reference::quantize` for every
+//! scheme and option the host reference supports; `scale_math::rcp_approx` runs here too (the
+//! host cannot reproduce it). Stochastic rounding draws block `b`'s bits from
+//! `philox4x32_10{seed}` at `b = (expert * rows + row) * (cols / block_size) + col_block`, as the
+//! reference does.
+//!
+//! Kernels:
+//! - block kernel (global scale given, per tensor, or none): a grid-stride loop in which each
+//!   thread owns whole blocks (nvfp4 + bf16: 32 B in, two 16-byte loads; 8 B of codes out, one
+//!   8-byte store; one scale byte), two blocks per iteration for more loads in flight; grid sized
+//!   to what is resident on the device, experts on gridDim.y;
+//! - row kernel (`global_scale::per_row`, and the fused producers): one CTA per row computes the
+//!   row amax, then quantizes the row (the second read hits L1/L2);
+//! - `global_scale::per_tensor` runs the amax kernel first (`amax_workspace`), and the quantize
+//!   kernel turns the amax into the scale with `make_tensor_scale` (one code path).
+//! The swizzled layout's padding bytes are written as zero by the same kernels.
+#pragma once
+
+#include <quads/kernels/amax.cuh>
+#include <quads/kernels/common.cuh>
+
+#include <quads/quant/random_bits.hpp>
+
+#include <algorithm>
+
+namespace quads::kernels {
+
+namespace detail {
+
+inline constexpr int block_threads = 256;
+
+//! The per-expert tensor scale of the non-per-row modes.
+template <class Quantizer>
+struct scale_source {
+  const tensor_scale* given = nullptr;
+  int given_count = 0;
+  const float* amax = nullptr;  //!< per_tensor: amax of each expert
+  tensor_scale* out = nullptr;  //!< optional copy-out, one per expert
+
+  QUADS_DEVICE_API tensor_scale get(int e) const {
+    using F = typename Quantizer::format;
+    constexpr quant_options O = Quantizer::options;
+    if constexpr (!F::has_tensor_scale) {
+      (void)e;
+      return tensor_scale{};
+    } else if constexpr (O.global == global_scale::given) {
+      return given[given_count == 1 ? 0 : e];
+    } else {
+      return make_tensor_scale<F, O>(amax[e]);
+    }
+  }
+};
+
+template <class Quantizer>
+QUADS_DEVICE_API typename Quantizer::random_bits block_bits(std::uint64_t seed,
+                                                            std::uint64_t block_index) {
+  if constexpr (Quantizer::options.round == rounding::stochastic) {
+    return draw_block_bits<typename Quantizer::format>(philox4x32_10{seed}, block_index);
+  } else {
+    (void)seed;
+    (void)block_index;
+    return {};
+  }
+}
+
+//! Writes packed codes and scale bytes (and, for swizzled scales, the zero padding).
+template <class Format, class Layout>
+struct quant_sink {
+  static constexpr int B = Format::block_size;
+  static constexpr bool pads = std::is_same_v<Layout, swizzled_128x4>;
+  std::uint8_t* data;
+  std::uint8_t* scales;
+  Layout layout;             //!< `{rows, cols / B}` of one expert
+  std::size_t layout_size;   //!< bytes per expert
+  int rows;
+  int nkb;
+
+  QUADS_DEVICE_API void put(int e, int r, int kb, const packed_block<Format>& pb,
+                            tensor_scale) const {
+    const std::size_t blk =
+        (static_cast<std::size_t>(e) * rows + r) * static_cast<std::size_t>(nkb) + kb;
+    store_codes<B / 2>(data + blk * (B / 2), pb.codes);
+    scales[static_cast<std::size_t>(e) * layout_size + layout.offset(r, kb)] = pb.scale;
+  }
+  //! Padding of expert `e` (swizzled only): whole 4-byte words of the padding rows, then the
+  //! bytes of the padding columns of real rows; work item `i` of `pad_count()`.
+  QUADS_API std::uint32_t pad_words() const {
+    if constexpr (pads) {
+      return static_cast<std::uint32_t>(layout.row_tiles() * 128 - rows) *
+             static_cast<std::uint32_t>(layout.col_tiles());
+    } else {
+      return 0;
+    }
+  }
+  QUADS_API std::uint32_t pad_count() const {
+    if constexpr (pads) {
+      return pad_words() + static_cast<std::uint32_t>(rows) *
+                               static_cast<std::uint32_t>(layout.col_tiles() * 4 - nkb);
+    } else {
+      return 0;
+    }
+  }
+  QUADS_DEVICE_API void pad(int e, std::uint32_t i) const {
+    if constexpr (pads) {
+      std::uint8_t* base = scales + static_cast<std::size_t>(e) * layout_size;
+      const std::uint32_t words = pad_words();
+      const std::uint32_t ct = static_cast<std::uint32_t>(layout.col_tiles());
+      if (i < words) {
+        const int r = rows + static_cast<int>(i / ct);
+        const int c = static_cast<int>(i % ct) * 4;
+        *reinterpret_cast<std::uint32_t*>(base + layout.offset(r, c)) = 0u;
+      } else {
+        const std::uint32_t j = i - words;
+        const std::uint32_t w = ct * 4u - static_cast<std::uint32_t>(nkb);
+        base[layout.offset(static_cast<int>(j / w), nkb + static_cast<int>(j % w))] = 0;
+      }
+    } else {
+      (void)e;
+      (void)i;
+    }
+  }
+  //! Row kernel helpers: zero the scale words of padding row `r`, and the padding columns of
+  //! real row `r`, cooperatively (thread `t` of `n`).
+  QUADS_DEVICE_API void pad_row(int e, int r, int t, int n) const {
+    if constexpr (pads) {
+      std::uint8_t* base = scales + static_cast<std::size_t>(e) * layout_size;
+      for (int c = t; c < layout.col_tiles(); c += n)
+        *reinterpret_cast<std::uint32_t*>(base + layout.offset(r, 4 * c)) = 0u;
+    } else {
+      (void)e, (void)r, (void)t, (void)n;
+    }
+  }
+  QUADS_DEVICE_API void pad_row_tail(int e, int r, int t, int n) const {
+    if constexpr (pads) {
+      std::uint8_t* base = scales + static_cast<std::size_t>(e) * layout_size;
+      for (int c = nkb + t; c < layout.col_tiles() * 4; c += n) base[layout.offset(r, c)] = 0;
+    } else {
+      (void)e, (void)r, (void)t, (void)n;
+    }
+  }
+};
+
+//! Writes `dequantize(quantize(x))` as `TOut` (RNE from the fp32 dequantized value).
+template <class Quantizer, class TOut>
+struct qdq_sink {
+  static constexpr int B = Quantizer::block_size;
+  static constexpr bool pads = false;
+  TOut* y;
+  std::int64_t row_stride;
+  std::int64_t expert_stride;
+
+  QUADS_DEVICE_API void put(int e, int r, int kb,
+                            const packed_block<typename Quantizer::format>& pb,
+                            tensor_scale ts) const {
+    float v[B];
+    Quantizer::dequantize(pb, ts, v);
+    store_narrow<TOut, B>(y + e * expert_stride + r * row_stride + static_cast<std::int64_t>(kb) * B,
+                          v);
+  }
+  QUADS_API std::uint32_t pad_count() const { return 0; }
+  QUADS_DEVICE_API void pad(int, std::uint32_t) const {}
+  QUADS_DEVICE_API void pad_row(int, int, int, int) const {}
+  QUADS_DEVICE_API void pad_row_tail(int, int, int, int) const {}
+};
+
+//! Rows including the swizzled layout's padding rows.
+template <class Layout>
+inline int padded_rows_of(const Layout& l, int rows) {
+  if constexpr (std::is_same_v<Layout, swizzled_128x4>) {
+    return l.row_tiles() * 128;
+  } else {
+    (void)l;
+    return rows;
+  }
+}
+
+//! Blocks per thread per loop iteration: two when a block is 32 bytes, else one.
+template <class T, int B>
+inline constexpr int blocks_per_iteration = B * sizeof(T) <= 32 ? 2 : 1;
+
+//! The block kernel: grid-stride over the blocks of expert `blockIdx.y`.
+template <class Quantizer, class T, class Sink>
+__global__ void __launch_bounds__(block_threads)
+    block_kernel(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
+                 std::int64_t row_stride, std::int64_t expert_stride,
+                 scale_source<Quantizer> src, Sink sink, std::uint64_t seed) {
+  using F = typename Quantizer::format;
+  constexpr int B = F::block_size;
+  constexpr int U = blocks_per_iteration<T, B>;
+  const int e = static_cast<int>(blockIdx.y);
+  const tensor_scale ts = src.get(e);
+  if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
+  const T* xe = x + e * expert_stride;
+  const std::uint32_t stride = gridDim.x * blockDim.x;
+  const std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
+  for (std::uint32_t u = first; u < total; u += U * stride) {
+    raw_block<T, B> raw[U];
+    std::uint32_t row[U], kb[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const std::uint32_t uj = u + j * stride;
+      if (j == 0 || uj < total) {
+        nkb.divmod(uj, row[j], kb[j]);
+        load_raw<T, B>(xe + row[j] * row_stride + static_cast<std::int64_t>(kb[j]) * B, raw[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const std::uint32_t uj = u + j * stride;
+      if (j == 0 || uj < total) {
+        float v[B];
+        widen(raw[j], v);
+        const auto bits = block_bits<Quantizer>(
+            seed, (static_cast<std::uint64_t>(e) * rows + row[j]) * nkb.divisor + kb[j]);
+        const packed_block<F> pb = Quantizer::quantize(v, ts, bits);
+        sink.put(e, static_cast<int>(row[j]), static_cast<int>(kb[j]), pb, ts);
+      }
+    }
+  }
+  if constexpr (Sink::pads) {
+    const std::uint32_t n = sink.pad_count();
+    for (std::uint32_t i = first; i < n; i += stride) sink.pad(e, i);
+  }
+}
+
+//! Values of the plain input `[experts, rows, cols]`.
+template <class T, int B>
+struct plain_producer {
+  const T* x;
+  std::int64_t row_stride;
+  std::int64_t expert_stride;
+
+  //! Per-row state computed by the whole CTA (none here).
+  QUADS_DEVICE_API float begin_row(int, int, float*) const { return 0.0f; }
+  QUADS_DEVICE_API void load(int e, int r, int kb, float, float (&v)[B]) const {
+    raw_block<T, B> raw;
+    load_raw<T, B>(x + e * expert_stride + r * row_stride + static_cast<std::int64_t>(kb) * B, raw);
+    widen(raw, v);
+  }
+};
+
+//! What the row kernel does with each row.
+enum class row_mode {
+  per_row,    //!< row amax -> row tensor scale (written to `row_scales`), then quantize
+  fixed,      //!< tensor scale from `scale_source` (given / per-tensor amax / none)
+  amax_only,  //!< only the amax of the produced values, atomically into `amax[expert]`
+};
+
+//! One CTA per row (grid-stride over `experts * padded_rows`; padding rows of a swizzled
+//! layout only get their zero scale words). `blockDim.x` is a multiple of 32, <= 256.
+template <class Quantizer, class Producer, class Sink, row_mode Mode>
+__global__ void __launch_bounds__(256)
+    row_kernel(Producer p, int experts, int rows, int padded_rows, int nkb,
+               scale_source<Quantizer> src, tensor_scale* row_scales, float* amax_out, Sink sink,
+               std::uint64_t seed) {
+  using F = typename Quantizer::format;
+  constexpr int B = F::block_size;
+  __shared__ float red[8];
+  const int t = static_cast<int>(threadIdx.x);
+  const int n = static_cast<int>(blockDim.x);
+  if constexpr (Mode == row_mode::fixed) {
+    if (src.out != nullptr && blockIdx.x == 0)
+      for (int e = t; e < experts; e += n) src.out[e] = src.get(e);
+  }
+  const std::uint32_t total =
+      static_cast<std::uint32_t>(experts) * static_cast<std::uint32_t>(padded_rows);
+  for (std::uint32_t er = blockIdx.x; er < total; er += gridDim.x) {
+    const int e = static_cast<int>(er / static_cast<std::uint32_t>(padded_rows));
+    const int r = static_cast<int>(er - static_cast<std::uint32_t>(e) * padded_rows);
+    if (r >= rows) {  // uniform across the CTA
+      if constexpr (Mode != row_mode::amax_only) sink.pad_row(e, r, t, n);
+      continue;
+    }
+    const float state = p.begin_row(e, r, red);
+    tensor_scale ts{};
+    if constexpr (Mode == row_mode::fixed) {
+      ts = src.get(e);
+    } else {
+      float m = 0.0f;
+      for (int kb = t; kb < nkb; kb += n) {
+        float v[B];
+        p.load(e, r, kb, state, v);
+        m = fmaxf(m, Quantizer::amax(v));
+      }
+      m = cta_max(m, red);
+      if constexpr (Mode == row_mode::amax_only) {
+        if (t == 0) atomic_max_nonneg(amax_out + e, m);
+      } else {
+        ts = make_tensor_scale<F, Quantizer::options>(m);
+        if (t == 0 && row_scales != nullptr)
+          row_scales[static_cast<std::size_t>(e) * rows + r] = ts;
+      }
+    }
+    if constexpr (Mode != row_mode::amax_only) {
+      for (int kb = t; kb < nkb; kb += n) {
+        float v[B];
+        p.load(e, r, kb, state, v);
+        const auto bits = block_bits<Quantizer>(
+            seed, (static_cast<std::uint64_t>(e) * rows + r) * static_cast<std::uint64_t>(nkb) + kb);
+        const packed_block<F> pb = Quantizer::quantize(v, ts, bits);
+        sink.put(e, r, kb, pb, ts);
+      }
+      sink.pad_row_tail(e, r, t, n);
+    }
+  }
+}
+
+//! Checks of the quantized outputs; nullptr when fine.
+template <class Quantizer, class Layout>
+inline const char* check_outputs(const quantized_view& out, const scale_args& args,
+                                 const tensor_shape& s) {
+  using F = typename Quantizer::format;
+  constexpr quant_options O = Quantizer::options;
+  constexpr int B = F::block_size;
+  if (out.data == nullptr || out.scales == nullptr) return "quads: output data/scales pointer is null";
+  if (!aligned(out.data, B / 2))
+    return B == 16 ? "quads: output data must be 8-byte aligned (one 8-byte store per block)"
+                   : "quads: output data must be 16-byte aligned (one 16-byte store per block)";
+  if (std::is_same_v<Layout, swizzled_128x4> && !aligned(out.scales, 4))
+    return "quads: swizzled scales must be 4-byte aligned (padding is zeroed by words)";
+  if (F::has_tensor_scale && O.global != global_scale::given && out.tensor_scales == nullptr)
+    return "quads: tensor_scales output is null (needed for per_tensor / per_row scales)";
+  if (out.tensor_scales != nullptr && !aligned(out.tensor_scales, alignof(tensor_scale)))
+    return "quads: tensor_scales must be aligned to alignof(tensor_scale)";
+  if (F::has_tensor_scale && O.global == global_scale::given) {
+    if (args.given == nullptr) return "quads: global_scale::given needs scale_args::given";
+    if (args.given_count != 1 && args.given_count != s.experts)
+      return "quads: scale_args::given_count must be 1 or experts";
+  }
+  if (F::has_tensor_scale && O.global == global_scale::per_tensor &&
+      (args.amax_workspace == nullptr || !aligned(args.amax_workspace, 4)))
+    return "quads: global_scale::per_tensor needs scale_args::amax_workspace (experts floats)";
+  if (static_cast<std::int64_t>(s.rows) * (s.cols / B) >= (std::int64_t{1} << 31) ||
+      static_cast<std::int64_t>(s.rows) * s.cols >= (std::int64_t{1} << 31))
+    return "quads: rows * cols per expert must be < 2^31";
+  if (static_cast<std::int64_t>(s.experts) * (s.rows + 127) >= (std::int64_t{1} << 31))
+    return "quads: experts * rows must be < 2^31";
+  return nullptr;
+}
+
+template <class Quantizer>
+inline const char* block_multiple_msg() {
+  return Quantizer::block_size == 16
+             ? "quads: cols (K) must be a multiple of the block size 16; pad explicitly"
+             : "quads: cols (K) must be a multiple of the block size 32; pad explicitly";
+}
+
+//! Enqueues a row kernel for `Producer`.
+template <class Quantizer, row_mode Mode, class Producer, class Sink>
+inline void enqueue_row(const Producer& p, const tensor_shape& s, int padded_rows,
+                        const scale_source<Quantizer>& src, tensor_scale* row_scales,
+                        float* amax_out, const Sink& sink, std::uint64_t seed,
+                        cudaStream_t stream) {
+  const int nkb = s.cols / Quantizer::block_size;
+  const int threads = cta_threads_for(nkb);
+  constexpr auto kernel = row_kernel<Quantizer, Producer, Sink, Mode>;
+  const std::uint64_t rows_total = static_cast<std::uint64_t>(s.experts) * padded_rows;
+  const unsigned grid = grid_for<kernel>(threads, rows_total * threads, 32);
+  kernel<<<grid, threads, 0, stream>>>(p, s.experts, s.rows, padded_rows, nkb, src, row_scales,
+                                       amax_out, sink, seed);
+}
+
+//! Enqueues the block kernel.
+template <class Quantizer, class T, class Sink>
+inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<Quantizer>& src,
+                          const Sink& sink, std::uint64_t seed, cudaStream_t stream) {
+  constexpr int B = Quantizer::block_size;
+  const std::uint32_t nkb = static_cast<std::uint32_t>(s.cols / B);
+  const std::uint32_t total = nkb * static_cast<std::uint32_t>(s.rows);
+  constexpr int U = blocks_per_iteration<T, B>;
+  const std::uint64_t work = std::max<std::uint64_t>((total + U - 1) / U, sink.pad_count());
+  constexpr auto kernel = block_kernel<Quantizer, T, Sink>;
+  const unsigned gx = grid_for<kernel>(block_threads, work, 8, s.experts);
+  kernel<<<dim3(gx, static_cast<unsigned>(s.experts)), block_threads, 0, stream>>>(
+      x, fast_divmod(nkb), total, s.rows, s.rstride(), s.estride(), src, sink, seed);
+}
+
+//! The common dispatch of quantize / qdq over the global-scale modes, for the plain producer.
+template <class Quantizer, class T, class Sink>
+inline cudaError_t dispatch_plain(const T* x, const tensor_shape& s, const scale_args& args,
+                                  tensor_scale* ts_out, int padded_rows, const Sink& sink,
+                                  cudaStream_t stream) {
+  using F = typename Quantizer::format;
+  constexpr quant_options O = Quantizer::options;
+  scale_source<Quantizer> src{args.given, args.given_count, args.amax_workspace, ts_out};
+  if constexpr (F::has_tensor_scale && O.global == global_scale::per_row) {
+    const plain_producer<T, F::block_size> p{x, s.rstride(), s.estride()};
+    enqueue_row<Quantizer, row_mode::per_row>(p, s, padded_rows, src, ts_out, nullptr, sink,
+                                              args.seed, stream);
+  } else {
+    if constexpr (F::has_tensor_scale && O.global == global_scale::per_tensor) {
+      const cudaError_t e = cudaMemsetAsync(args.amax_workspace, 0,
+                                            sizeof(float) * static_cast<std::size_t>(s.experts), stream);
+      if (e != cudaSuccess) return fail(cudaGetErrorString(e), e);
+      enqueue_tensor_amax(x, s, args.amax_workspace, stream);
+    }
+    enqueue_block<Quantizer>(x, s, src, sink, args.seed, stream);
+  }
+  return after_launch();
+}
+
+} // namespace detail
+
+//! Quantizes `x` (`[experts, rows, cols]` of `__nv_bfloat16`, `__half` or `float`, strides in
+//! `shape`) into `out` (see `quantized_view`), with `Quantizer = block_quantizer<Format, Options>`
+//! and scales in `Layout` (`linear_scales` or `swizzled_128x4`, per expert). The global scale
+//! follows `Options.global` (see `scale_args`). Byte-identical to `reference::quantize<Format,
+//! Options, Layout>` on the fp32 values of `x`.
+//! Requires: `cols % block_size == 0`; `x`, `row_stride * sizeof(T)` and
+//! `expert_stride * sizeof(T)` multiples of 16 bytes; `out.data` aligned to `block_size / 2`
+//! bytes; swizzled `out.scales` 4-byte aligned; `rows * cols` per expert < 2^31;
+//! `experts <= 65535`. Empty tensors (rows or cols 0) enqueue nothing.
+//! Launches: given / none: 1 kernel; per_row: 1 kernel; per_tensor: memset + 2 kernels.
+template <class Quantizer, scale_layout Layout = linear_scales, class T>
+cudaError_t quantize(const T* x, const tensor_shape& shape, const quantized_view& out,
+                     const scale_args& args = {}, cudaStream_t stream = nullptr) {
+  static_assert(is_kernel_element<T>, "quads: element type must be __nv_bfloat16, __half or float");
+  using F = typename Quantizer::format;
+  constexpr int B = F::block_size;
+  if (const char* why = detail::check_input(x, shape, B, detail::block_multiple_msg<Quantizer>()))
+    return detail::fail(why);
+  if (shape.rows == 0 || shape.cols == 0) return detail::ok();
+  if (const char* why = detail::check_outputs<Quantizer, Layout>(out, args, shape))
+    return detail::fail(why);
+  const Layout layout{shape.rows, shape.cols / B};
+  const detail::quant_sink<F, Layout> sink{out.data,  out.scales, layout, layout.size(),
+                                           shape.rows, shape.cols / B};
+  const int padded_rows = detail::padded_rows_of(layout, shape.rows);
+  return detail::dispatch_plain<Quantizer>(x, shape, args, out.tensor_scales, padded_rows, sink,
+                                           stream);
+}
+
+//! Fake quantization in one pass: `y = T(dequantize(quantize(x)))`, equal bit for bit to the
+//! RNE cast of `reference::qdq` (fp32 output: equal to it). `y` has the strides of `x` and may be
+//! `x` (in place). `tensor_scales` (optional for given; required for per_tensor / per_row: the
+//! scales used, `experts` or `experts * rows` entries). Requirements as for `quantize`, plus `y`
+//! 16-byte aligned.
+template <class Quantizer, class T>
+cudaError_t qdq(const T* x, T* y, const tensor_shape& shape, const scale_args& args = {},
+                tensor_scale* tensor_scales = nullptr, cudaStream_t stream = nullptr) {
+  static_assert(is_kernel_element<T>, "quads: element type must be __nv_bfloat16, __half or float");
+  using F = typename Quantizer::format;
+  constexpr quant_options O = Quantizer::options;
+  constexpr int B = F::block_size;
+  if (const char* why = detail::check_input(x, shape, B, detail::block_multiple_msg<Quantizer>()))
+    return detail::fail(why);
+  if (shape.rows == 0 || shape.cols == 0) return detail::ok();
+  if (y == nullptr || !detail::aligned(y, 16)) return detail::fail("quads: y must be non-null and 16-byte aligned");
+  // Reuse the output checks with a dummy data view (qdq writes no codes).
+  alignas(16) std::uint8_t dummy[16];
+  const quantized_view fake{dummy, dummy, tensor_scales};
+  if (F::has_tensor_scale && O.global != global_scale::given && tensor_scales == nullptr)
+    return detail::fail("quads: qdq needs tensor_scales for per_tensor / per_row scales");
+  if (const char* why = detail::check_outputs<Quantizer, linear_scales>(fake, args, shape))
+    return detail::fail(why);
+  const detail::qdq_sink<Quantizer, T> sink{y, shape.rstride(), shape.estride()};
+  return detail::dispatch_plain<Quantizer>(x, shape, args, tensor_scales, shape.rows, sink, stream);
+}
+
+} // namespace quads::kernels
