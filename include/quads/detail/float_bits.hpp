@@ -34,9 +34,16 @@ QUADS_API constexpr float min_num(float a, float b) noexcept {
 
 // nvcc contracts a*b+c into an FMA by default and the host compiler does not; the numerics
 // promise bit-identical host and device results, so products that feed sums go through these.
+// On the host, g++ with FMA enabled (-mfma, -march=native) fuses across inlined calls even under
+// -std=c++20; __builtin_assoc_barrier (GCC 12+) pins the rounded product. clang contracts only
+// within one expression, so it needs no barrier.
 QUADS_API constexpr float mul_rn(float a, float b) noexcept {
 #if defined(__CUDA_ARCH__)
   if (!__builtin_is_constant_evaluated()) return __fmul_rn(a, b);
+#elif defined(__has_builtin)
+#  if __has_builtin(__builtin_assoc_barrier)
+  return __builtin_assoc_barrier(a * b);
+#  endif
 #endif
   return a * b;
 }
