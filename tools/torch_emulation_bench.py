@@ -128,7 +128,7 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--ours", help="Google Benchmark JSON of quads_bench_gpu from the same run")
     ap.add_argument("--ours-name", default=None,
-                    help="benchmark name of our QDQ (default: qdq/nvfp4/bf16/<rows>x<cols>)")
+                    help="benchmark name of our QDQ (default: qdq/nvfp4_tensor/bf16/<rows>x<cols>)")
     ap.add_argument("--json", help="write the results here (merged by tools/render_bench.py)")
     ap.add_argument("--check", action="store_true", help="compare with test/python/nvfp4_ref.py")
     args = ap.parse_args()
@@ -167,7 +167,7 @@ def main():
           f"{dq_us:9.1f} us   (medians of {args.reps})")
 
     if args.ours:
-        name = args.ours_name or f"qdq/nvfp4/bf16/{args.rows}x{args.cols}"
+        name = args.ours_name or f"qdq/nvfp4_tensor/bf16/{args.rows}x{args.cols}"
         ours = ours_from_json(args.ours, name)
         result["ours_name"] = name
         if ours is None:

@@ -24,6 +24,16 @@ std::string fmt(double v) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // Listing needs no device: registration only depends on the shapes.
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]).rfind("--benchmark_list_tests", 0) == 0) {
+      benchmark::Initialize(&argc, argv);
+      quads::bench::register_baselines();
+      quads::bench::register_kernels();
+      benchmark::RunSpecifiedBenchmarks();
+      benchmark::Shutdown();
+      return 0;
+    }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("quads bench: no CUDA device, skipping\n");

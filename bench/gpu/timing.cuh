@@ -109,11 +109,18 @@ inline std::pair<cache, int> policy_for(std::size_t bytes) {
                                        : std::pair{cache::flush, 1};
 }
 
+//! A launcher's own explanation of its last failure, added to the next error report.
+inline std::string& last_message() {
+  static std::string m;
+  return m;
+}
+
 //! Reports a CUDA error on `state`; true if there was one.
 inline bool failed(benchmark::State& state, cudaError_t e, const char* what) {
   if (e == cudaSuccess) return false;
-  const std::string msg = std::string(what) + ": " + cudaGetErrorName(e) + " (" +
-                          cudaGetErrorString(e) + ")";
+  std::string msg = std::string(what) + ": " + cudaGetErrorName(e) + " (" +
+                    cudaGetErrorString(e) + ")";
+  if (!last_message().empty()) msg += ": " + std::exchange(last_message(), std::string());
   state.SkipWithError(msg.c_str());
   return true;
 }
