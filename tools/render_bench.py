@@ -59,7 +59,7 @@ def rows_of(bench):
         out.append({
             "name": clean_name(b["name"]), "kernel": kernel, "shape": shape,
             "error": b.get("error_message") if b.get("error_occurred") else None,
-            "us": b.get("us"), "GBps": b.get("GBps"), "frac_copy": b.get("frac_copy"),
+            "us": b.get("us"), "us_hot": b.get("us_hot"), "GBps": b.get("GBps"), "frac_copy": b.get("frac_copy"),
             "frac_read": b.get("frac_read"), "TFLOPs": b.get("TFLOPs"),
             "bytes": b.get("bytes"), "cold": b.get("cold_l2"),
         })
@@ -84,21 +84,90 @@ def context_lines(bench, torch_result):
     return lines
 
 
+def us_str(us):
+    if us is None:
+        return "-"
+    return fmt(us, 2) if us < 100 else fmt(us, 1)
+
+
 def kernel_table(rows, with_read):
-    head = "| kernel | shape | us | GB/s | of copy BW |" + (" of read BW |" if with_read else "")
-    sep = "| --- | --- | ---: | ---: | ---: |" + (" ---: |" if with_read else "")
+    head = "| kernel | shape | us | us hot | GB/s | of copy BW |" + (" of read BW |" if with_read else "")
+    sep = "| --- | --- | ---: | ---: | ---: | ---: |" + (" ---: |" if with_read else "")
     lines = [head, sep]
     for r in rows:
         if r["error"]:
-            lines.append(f"| {r['kernel']} | {r['shape']} | error: {r['error']} | | |" +
+            lines.append(f"| {r['kernel']} | {r['shape']} | error: {r['error']} | | | |" +
                          (" |" if with_read else ""))
             continue
-        us = r["us"]
-        us_s = fmt(us, 2) if us is not None and us < 100 else fmt(us, 1)
-        line = f"| {r['kernel']} | {r['shape']} | {us_s} | {fmt(r['GBps'], 0)} | {pct(r['frac_copy'])} |"
+        line = (f"| {r['kernel']} | {r['shape']} | {us_str(r['us'])} | {us_str(r['us_hot'])} | "
+                f"{fmt(r['GBps'], 0)} | {pct(r['frac_copy'])} |")
         if with_read:
             line += f" {pct(r['frac_read'])} |"
         lines.append(line)
+    return lines
+
+
+# Issue 3's performance criteria: (label, benchmark, metric, bound, comparison).
+TARGETS = [
+    ("quantize bf16->nvfp4, swizzled, given scale, 8192x8192", "quantize/nvfp4_swizzled_given/bf16/8192x8192", "frac_copy", 0.90, ">="),
+    ("QDQ bf16->bf16 nvfp4, given scale, 8192x8192", "qdq/nvfp4_given/bf16/8192x8192", "frac_copy", 0.90, ">="),
+    ("tensor amax bf16, 8192x8192 (of read BW)", "amax/tensor/bf16/8192x8192", "frac_read", 0.90, ">="),
+    ("tensor amax bf16, 16384x16384 (of read BW)", "amax/tensor/bf16/16384x16384", "frac_read", 0.90, ">="),
+]
+SMALL_KERNELS = ["quantize/nvfp4_swizzled_given/bf16", "quantize/nvfp4_swizzled_row/bf16",
+                 "quantize/mxfp4_swizzled/bf16", "qdq/nvfp4_given/bf16", "dequantize/nvfp4_swizzled/bf16",
+                 "amax/tensor/bf16", "amax/row/bf16"]
+SMALL_SHAPES = ["1x4096", "16x4096", "64x4096"]
+
+
+def targets_table(rows, torch_result):
+    by = {r["name"]: r for r in rows}
+    lines = ["| criterion | measured | target | verdict |", "| --- | ---: | ---: | --- |"]
+
+    def verdict(ok):
+        return "meets" if ok else "**below**"
+
+    for label, name, metric, bound, _ in TARGETS:
+        r = by.get(name)
+        if not r or r["error"] or r.get(metric) is None:
+            lines.append(f"| {label} | not measured | >= {pct(bound)} | - |")
+            continue
+        lines.append(f"| {label} | {pct(r[metric])} ({fmt(r['GBps'], 0)} GB/s) | >= {pct(bound)} | "
+                     f"{verdict(r[metric] >= bound)} |")
+    for k in SMALL_KERNELS:
+        vals = [by.get(f"{k}/{sh}") for sh in SMALL_SHAPES]
+        vals = [v for v in vals if v and not v["error"]]
+        if not vals:
+            continue
+        worst = max(v["us"] for v in vals)
+        hot = [v["us_hot"] for v in vals if v.get("us_hot") is not None]
+        worst_hot = max(hot) if hot else None
+        lines.append(f"| {k}, 1x4096 .. 64x4096: slowest call, cold L2 (hot, back-to-back) | "
+                     f"{us_str(worst)} us ({us_str(worst_hot)} us) | <= 5 us | "
+                     f"{verdict(worst <= 5.0)} cold, {verdict(worst_hot is not None and worst_hot <= 5.0)} hot |")
+    if torch_result and torch_result.get("speedup_qdq") is not None:
+        sp = torch_result["speedup_qdq"]
+        lines.append(f"| QDQ 14336x4096 vs plain-PyTorch emulated QDQ | {sp:.1f}x | >= 30x | {verdict(sp >= 30)} |")
+    return lines
+
+
+def pivot(rows, shapes, value, min_cells=2):
+    """Kernel x shape table; `value(row)` gives the cell text; kernels with fewer than
+    `min_cells` of the shapes are left out (they have their own table)."""
+    kernels = OrderedDict()
+    for r in rows:
+        if r["shape"] in shapes:
+            kernels.setdefault(r["kernel"], {})[r["shape"]] = r
+    kernels = OrderedDict((k, v) for k, v in kernels.items() if len(v) >= min_cells)
+    if not kernels:
+        return []
+    lines = ["| kernel | " + " | ".join(shapes) + " |", "| --- |" + " ---: |" * len(shapes)]
+    for k, cells in kernels.items():
+        out = []
+        for sh in shapes:
+            r = cells.get(sh)
+            out.append("-" if r is None else ("err" if r["error"] else value(r)))
+        lines.append(f"| {k} | " + " | ".join(out) + " |")
     return lines
 
 
@@ -134,19 +203,53 @@ def torch_lines(t):
     return lines
 
 
+SWEEP = ["1x2048", "1x4096", "16x4096", "64x4096", "256x4096", "1024x4096", "4096x4096",
+         "8192x8192", "14336x4096", "16384x16384"]
+TOKENS = [1, 16, 64, 256, 1024, 4096]
+STACKS = ["E128x1536x2048", "E128x2048x768", "E32x4096x7168"]
+
+
 def render_md(bench, torch_result, png_name, png_note):
     rows = rows_of(bench)
     base = [r for r in rows if r["kernel"].startswith("baseline/")]
     gemm = [r for r in base if "gemm" in r["kernel"]]
     bw = [r for r in base if r not in gemm]
     kern = [r for r in rows if not r["kernel"].startswith("baseline/")]
+    cell = lambda r: f"{us_str(r['us'])} ({pct(r['frac_copy'])})"  # noqa: E731
     out = ["### Run", ""] + context_lines(bench, torch_result) + [""]
-    out += ["### Kernels", "",
-            "us = median per call (CUDA events; sizes moving >= 32 MiB per call: back-to-back over "
-            "a ring of buffers > 3x L2; smaller: one call after an L2 flush). GB/s = bytes read + "
-            "written per call / us. Fractions are of this run's copy (and read) bandwidth.", ""]
-    out += kernel_table(kern, with_read=True) if kern else ["(no kernel benchmarks in this run)"]
-    out += ["", "### Baselines (same run)", ""] + kernel_table(bw, with_read=True)
+    out += ["### Issue 3 targets", ""] + targets_table(rows, torch_result) + [""]
+    out += ["### Method", "",
+            "- `us`: median per call over CUDA-event timings. Calls moving >= 32 MiB: back-to-back "
+            "batches over a ring of buffer sets together > 3x the L2 (cold L2, steady state). "
+            "Smaller calls: one launch timed after a read-only sweep of 4x the L2 (cold L2, isolated "
+            "call, includes the event/launch floor below).",
+            "- `us hot` (small calls only): per-call time of 20 back-to-back launches on the same "
+            "buffers (inputs L2-resident).",
+            "- GB/s: bytes each call must read + write (each input once, each output once, "
+            "swizzle padding included) over `us`; fractions are of this run's copy (read) "
+            "bandwidth.", ""]
+    floor = {r["shape"]: r for r in bw if r["kernel"] == "baseline/empty_kernel"}
+    if floor:
+        f = floor.get("flush")
+        out += [f"Launch-bound floor (empty kernel timed the same way): isolated "
+                f"{us_str(f['us'] if f else None)} us, back-to-back "
+                f"{us_str(f['us_hot'] if f else None)} us per launch.", ""]
+    if kern:
+        out += ["### Size sweep: us per call (fraction of copy BW)", ""]
+        out += pivot(kern, SWEEP, cell) + [""]
+        for cols, what in ((2048, "hidden 2048 (Qwen3-30B-A3B) / intermediate 2048"),
+                           (7168, "hidden 7168 (DeepSeek-V3-like)"),
+                           (768, "intermediate 768 (Qwen3-30B-A3B)")):
+            shapes = [f"{t}x{cols}" for t in TOKENS]
+            table = pivot(kern, shapes, cell)
+            if table:
+                out += [f"### MoE activations, tokens x {what}: us (fraction of copy BW)", ""]
+                out += table + [""]
+        out += ["### Expert stacks [E, N, K]: us (fraction of copy BW)", ""]
+        out += pivot(kern, STACKS, cell, min_cells=1) + [""]
+    else:
+        out += ["(no kernel benchmarks in this run)", ""]
+    out += ["### Baselines (same run)", ""] + kernel_table(bw, with_read=True)
     if gemm:
         out += [""] + gemm_table(gemm)
     out += ["", "### Plain-PyTorch emulation", ""] + torch_lines(torch_result)
@@ -154,6 +257,9 @@ def render_md(bench, torch_result, png_name, png_note):
         out += ["", f"![fraction of copy bandwidth]({png_name})"]
     elif png_note:
         out += ["", f"(plot: {png_note})"]
+    if kern:
+        out += ["", "<details><summary>All kernel results</summary>", ""]
+        out += kernel_table(kern, with_read=True) + ["", "</details>"]
     return "\n".join(out) + "\n"
 
 
