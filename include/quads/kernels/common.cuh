@@ -20,6 +20,14 @@
 #  error "quads/kernels/*.cuh need nvcc (CUDA C++)"
 #endif
 
+// Workaround (core bug, reported): float_bits.hpp calls __builtin_assoc_barrier when the host
+// compiler has it (g++ >= 12), but nvcc's front end (cudafe++) does not know the builtin, so every
+// .cu file including it fails. In nvcc's host pass, plain parentheses keep the product rounded
+// (nvcc's host compiler is not given -mfma). Include quads/kernels headers first.
+#if defined(__CUDACC__) && !defined(__CUDA_ARCH__) && !defined(__builtin_assoc_barrier)
+#  define __builtin_assoc_barrier(x) (x)
+#endif
+
 #include <quads/config.hpp>
 
 #include <quads/layout/scale_layouts.hpp>
@@ -276,36 +284,56 @@ QUADS_DEVICE_API void store_narrow(T* p, const float (&v)[N]) {
   for (int i = 0; i < raw_block<T, N>::words; ++i) q[i] = r.w[i];
 }
 
-//! Stores the `Bytes` packed code bytes of one block (8 or 16: one 8- or 16-byte store).
-template <int Bytes>
-QUADS_DEVICE_API void store_codes(std::uint8_t* p, const std::uint8_t (&c)[Bytes]) {
-  static_assert(Bytes == 8 || Bytes == 16);
-  std::uint32_t w[Bytes / 4];
+// ---------------------------------------------------------------------------------------------
+// Fast block arithmetic, bit-identical to the core functors (verified by the GPU tests)
+// ---------------------------------------------------------------------------------------------
+
+//! Block amax: `fmaxf(m, |x|)` from 0. Equal to `block_quantizer::amax` for every input: `m` is
+//! never NaN, so `fmaxf` drops a NaN operand exactly as `max_num` does, and |x| is never -0.
+template <int N>
+QUADS_DEVICE_API float block_amax(const float (&v)[N]) {
+  float m = 0.0f;
 #pragma unroll
-  for (int i = 0; i < Bytes / 4; ++i)
-    w[i] = static_cast<std::uint32_t>(c[4 * i]) | (static_cast<std::uint32_t>(c[4 * i + 1]) << 8) |
-           (static_cast<std::uint32_t>(c[4 * i + 2]) << 16) |
-           (static_cast<std::uint32_t>(c[4 * i + 3]) << 24);
-  if constexpr (Bytes == 16) {
-    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
-  } else {
-    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
-  }
+  for (int i = 0; i < N; ++i) m = fmaxf(m, fabsf(v[i]));
+  return m;
 }
 
-//! Loads the `Bytes` packed code bytes of one block.
-template <int Bytes>
-QUADS_DEVICE_API void load_codes(const std::uint8_t* p, std::uint8_t (&c)[Bytes]) {
-  static_assert(Bytes % 8 == 0);
+//! E2M1 codes of 8 scaled values, element i in nibble i, equal to `encode_e2m1` (RNE, saturate
+//! to 6, sign kept on zero) for every non-NaN input (exhaustive GPU test over all 2^32 bit
+//! patterns); callers route blocks holding a NaN to `encode_e2m1` itself.
+//! How: a = min(|s|, 6) has exponent E = max(floor(log2 a), 0) in {0, 1, 2}; adding 2^(E+22),
+//! whose ulp 2^(E-1) is the E2M1 step of that binade, rounds a onto the grid with the FPU's own
+//! ties-to-even (the code's parity is the sum's significand parity); the code is then k + 2E,
+//! with k the sum's distance from 2^(E+22) in ulps. About 5 ALU + 5 FMA-pipe operations per
+//! value, against ~25 mostly-ALU operations for the comparison chain.
+QUADS_DEVICE_API std::uint32_t encode_e2m1x8_rne_nonan(const float (&s)[8]) {
+  std::uint32_t acc = 0, sign = 0;
 #pragma unroll
-  for (int i = 0; i < Bytes / 8; ++i) {
-    const uint2 w = reinterpret_cast<const uint2*>(p)[i];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      c[8 * i + j] = static_cast<std::uint8_t>(w.x >> (8 * j));
-      c[8 * i + 4 + j] = static_cast<std::uint8_t>(w.y >> (8 * j));
-    }
+  for (int i = 0; i < 8; ++i) {
+    const float a = fminf(fabsf(s[i]), 6.0f);
+    const std::uint32_t mb = __float_as_uint(fmaxf(a, 1.0f)) & 0x7f800000u;  // 2^E
+    const float magic = __fmul_rn(__uint_as_float(mb), 4194304.0f);          // 2^(E + 22)
+    const float y = __fadd_rn(a, magic);
+    acc += (__float_as_uint(y) - __float_as_uint(magic) + (mb >> 22)) << (4 * i);  // code + 254
+    const std::uint32_t u = __float_as_uint(s[i]);
+    sign |= (i < 7 ? __umulhi(u, 16u << (4 * i)) : u) & (8u << (4 * i));  // bit 31 -> 4i + 3
   }
+  return (acc - 254u * 0x11111111u) | sign;
+}
+
+//! 8 codes with the core encoder (any input, NaN included).
+QUADS_DEVICE_API std::uint32_t encode_e2m1x8_core(const float (&s)[8]) {
+  std::uint32_t w = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) w |= static_cast<std::uint32_t>(encode_e2m1(s[i])) << (4 * i);
+  return w;
+}
+
+//! `decode_e2m1` of the low nibble of `code`, by bit assembly (equal for all 16 codes).
+QUADS_DEVICE_API float decode_e2m1_fast(std::uint32_t code) {
+  const std::uint32_t m = code & 7u;
+  const std::uint32_t mag = m >= 2u ? (m + 252u) << 22 : m * 0x3f000000u;  // 0, 0.5 | 2^e(1+m/2)
+  return __uint_as_float(mag | ((code & 8u) << 28));
 }
 
 //! Shape checks shared by the launchers; returns nullptr when fine, else the reason.

@@ -10,6 +10,7 @@
 
 #include <quads/kernels/amax.cuh>
 #include <quads/kernels/common.cuh>
+#include <quads/kernels/quantize.cuh>
 
 namespace quads::kernels {
 
@@ -37,12 +38,25 @@ __global__ void __launch_bounds__(dequant_threads)
   for (std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x; u < total; u += stride) {
     std::uint32_t r, kb;
     nkb.divmod(u, r, kb);
-    packed_block<F> pb;
-    load_codes<B / 2>(de + static_cast<std::size_t>(u) * (B / 2), pb.codes);
-    pb.scale = se[layout.offset(static_cast<int>(r), static_cast<int>(kb))];
+    block_words<B> q;
+    if constexpr (B == 16) {
+      const uint2 w = *reinterpret_cast<const uint2*>(de + static_cast<std::size_t>(u) * 8);
+      q.w[0] = w.x;
+      q.w[1] = w.y;
+    } else {
+#pragma unroll
+      for (int i = 0; i < B / 32; ++i) {
+        const uint4 w = reinterpret_cast<const uint4*>(de + static_cast<std::size_t>(u) * (B / 2))[i];
+        q.w[4 * i] = w.x;
+        q.w[4 * i + 1] = w.y;
+        q.w[4 * i + 2] = w.z;
+        q.w[4 * i + 3] = w.w;
+      }
+    }
+    q.scale = se[layout.offset(static_cast<int>(r), static_cast<int>(kb))];
     if constexpr (per_row) ts = tensor_scales[static_cast<std::size_t>(e) * rows + r];
     float v[B];
-    Quantizer::dequantize(pb, ts, v);
+    dequantize_block<Quantizer>(q, ts, v);
     store_narrow<TOut, B>(ye + r * row_stride + static_cast<std::int64_t>(kb) * B, v);
   }
 }

@@ -69,6 +69,86 @@ QUADS_DEVICE_API typename Quantizer::random_bits block_bits(std::uint64_t seed,
   }
 }
 
+//! One quantized block as 32-bit words of codes (element 8w + i in nibble i of word w, i.e. the
+//! bytes of `packed_block::codes` in little-endian order) and the scale byte.
+template <int B>
+struct block_words {
+  std::uint32_t w[B / 8];
+  std::uint8_t scale;
+};
+
+//! The fast path applies to nearest-even rounding with the amax -> 6 rule (any format, any
+//! scale math): block amax, then `Quantizer::scale_for` (the core's scale rule), then
+//! `encode_e2m1x8_rne_nonan` on `mul_rn(x, multiplier)`, which is `Quantizer::encode` bit for
+//! bit (blocks whose scaled values hold a NaN use the core's `encode_e2m1`).
+//! Stochastic rounding and four-over-six go through `Quantizer::quantize` itself.
+template <class Quantizer>
+inline constexpr bool fast_path_applies =
+    Quantizer::options.round == rounding::nearest_even &&
+    Quantizer::options.block_rule == block_scale_rule::amax_to_6;
+
+//! Quantizes one block (`block_index` is the reference's global block index, used by
+//! stochastic rounding). `Fast = false` forces `Quantizer::quantize` (for comparisons).
+template <class Quantizer, bool Fast = fast_path_applies<Quantizer>>
+QUADS_DEVICE_API block_words<Quantizer::block_size> quantize_block(
+    const float (&v)[Quantizer::block_size], tensor_scale ts, std::uint64_t seed,
+    std::uint64_t block_index) {
+  constexpr int B = Quantizer::block_size;
+  block_words<B> out;
+  if constexpr (Fast && fast_path_applies<Quantizer>) {
+    (void)seed;
+    (void)block_index;
+    const block_scale sc = Quantizer::scale_for(block_amax(v), ts);
+    out.scale = sc.byte;
+    float s[B];
+    float nan_check = 0.0f;  // NaN iff some scaled value is NaN (or +Inf and -Inf both occur)
+#pragma unroll
+    for (int i = 0; i < B; ++i) {
+      s[i] = quads::detail::mul_rn(v[i], sc.multiplier);
+      nan_check = __fadd_rn(nan_check, s[i]);
+    }
+    if (nan_check == nan_check) {
+#pragma unroll
+      for (int w = 0; w < B / 8; ++w)
+        out.w[w] = encode_e2m1x8_rne_nonan(reinterpret_cast<const float(&)[8]>(s[8 * w]));
+    } else {
+#pragma unroll
+      for (int w = 0; w < B / 8; ++w)
+        out.w[w] = encode_e2m1x8_core(reinterpret_cast<const float(&)[8]>(s[8 * w]));
+    }
+  } else {
+    const packed_block<typename Quantizer::format> pb =
+        Quantizer::quantize(v, ts, block_bits<Quantizer>(seed, block_index));
+    out.scale = pb.scale;
+#pragma unroll
+    for (int w = 0; w < B / 8; ++w)
+      out.w[w] = static_cast<std::uint32_t>(pb.codes[4 * w]) |
+                 (static_cast<std::uint32_t>(pb.codes[4 * w + 1]) << 8) |
+                 (static_cast<std::uint32_t>(pb.codes[4 * w + 2]) << 16) |
+                 (static_cast<std::uint32_t>(pb.codes[4 * w + 3]) << 24);
+  }
+  return out;
+}
+
+//! Dequantizes a block: `Quantizer::decode` with the e2m1 decode done by bit assembly (equal
+//! for all 16 codes): `mul_rn(mul_rn(e2m1(code), decode_scale(byte)), ts.decode)`.
+template <class Quantizer>
+QUADS_DEVICE_API void dequantize_block(const block_words<Quantizer::block_size>& q, tensor_scale ts,
+                                       float (&v)[Quantizer::block_size]) {
+  using F = typename Quantizer::format;
+  constexpr int B = Quantizer::block_size;
+  const float sf = F::decode_scale(q.scale);
+#pragma unroll
+  for (int i = 0; i < B; ++i) {
+    const float d = quads::detail::mul_rn(decode_e2m1_fast(q.w[i / 8] >> (4 * (i % 8))), sf);
+    if constexpr (F::has_tensor_scale) {
+      v[i] = quads::detail::mul_rn(d, ts.decode);
+    } else {
+      v[i] = d;
+    }
+  }
+}
+
 //! Writes packed codes and scale bytes (and, for swizzled scales, the zero padding).
 template <class Format, class Layout>
 struct quant_sink {
@@ -81,12 +161,18 @@ struct quant_sink {
   int rows;
   int nkb;
 
-  QUADS_DEVICE_API void put(int e, int r, int kb, const packed_block<Format>& pb,
-                            tensor_scale) const {
+  QUADS_DEVICE_API void put(int e, int r, int kb, const block_words<B>& q, tensor_scale) const {
     const std::size_t blk =
         (static_cast<std::size_t>(e) * rows + r) * static_cast<std::size_t>(nkb) + kb;
-    store_codes<B / 2>(data + blk * (B / 2), pb.codes);
-    scales[static_cast<std::size_t>(e) * layout_size + layout.offset(r, kb)] = pb.scale;
+    if constexpr (B == 16) {
+      *reinterpret_cast<uint2*>(data + blk * 8) = make_uint2(q.w[0], q.w[1]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < B / 32; ++i)
+        reinterpret_cast<uint4*>(data + blk * (B / 2))[i] =
+            make_uint4(q.w[4 * i], q.w[4 * i + 1], q.w[4 * i + 2], q.w[4 * i + 3]);
+    }
+    scales[static_cast<std::size_t>(e) * layout_size + layout.offset(r, kb)] = q.scale;
   }
   //! Padding of expert `e` (swizzled only): whole 4-byte words of the padding rows, then the
   //! bytes of the padding columns of real rows; work item `i` of `pad_count()`.
@@ -155,11 +241,9 @@ struct qdq_sink {
   std::int64_t row_stride;
   std::int64_t expert_stride;
 
-  QUADS_DEVICE_API void put(int e, int r, int kb,
-                            const packed_block<typename Quantizer::format>& pb,
-                            tensor_scale ts) const {
+  QUADS_DEVICE_API void put(int e, int r, int kb, const block_words<B>& q, tensor_scale ts) const {
     float v[B];
-    Quantizer::dequantize(pb, ts, v);
+    dequantize_block<Quantizer>(q, ts, v);
     store_narrow<TOut, B>(y + e * expert_stride + r * row_stride + static_cast<std::int64_t>(kb) * B,
                           v);
   }
@@ -185,7 +269,7 @@ template <class T, int B>
 inline constexpr int blocks_per_iteration = B * sizeof(T) <= 32 ? 2 : 1;
 
 //! The block kernel: grid-stride over the blocks of expert `blockIdx.y`.
-template <class Quantizer, class T, class Sink>
+template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>>
 __global__ void __launch_bounds__(block_threads)
     block_kernel(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                  std::int64_t row_stride, std::int64_t expert_stride,
@@ -216,10 +300,9 @@ __global__ void __launch_bounds__(block_threads)
       if (j == 0 || uj < total) {
         float v[B];
         widen(raw[j], v);
-        const auto bits = block_bits<Quantizer>(
-            seed, (static_cast<std::uint64_t>(e) * rows + row[j]) * nkb.divisor + kb[j]);
-        const packed_block<F> pb = Quantizer::quantize(v, ts, bits);
-        sink.put(e, static_cast<int>(row[j]), static_cast<int>(kb[j]), pb, ts);
+        const block_words<B> q = quantize_block<Quantizer, Fast>(
+            v, ts, seed, (static_cast<std::uint64_t>(e) * rows + row[j]) * nkb.divisor + kb[j]);
+        sink.put(e, static_cast<int>(row[j]), static_cast<int>(kb[j]), q, ts);
       }
     }
   }
@@ -286,7 +369,7 @@ __global__ void __launch_bounds__(256)
       for (int kb = t; kb < nkb; kb += n) {
         float v[B];
         p.load(e, r, kb, state, v);
-        m = fmaxf(m, Quantizer::amax(v));
+        m = fmaxf(m, block_amax(v));
       }
       m = cta_max(m, red);
       if constexpr (Mode == row_mode::amax_only) {
@@ -301,10 +384,9 @@ __global__ void __launch_bounds__(256)
       for (int kb = t; kb < nkb; kb += n) {
         float v[B];
         p.load(e, r, kb, state, v);
-        const auto bits = block_bits<Quantizer>(
-            seed, (static_cast<std::uint64_t>(e) * rows + r) * static_cast<std::uint64_t>(nkb) + kb);
-        const packed_block<F> pb = Quantizer::quantize(v, ts, bits);
-        sink.put(e, r, kb, pb, ts);
+        const block_words<B> q = quantize_block<Quantizer>(
+            v, ts, seed, (static_cast<std::uint64_t>(e) * rows + r) * static_cast<std::uint64_t>(nkb) + kb);
+        sink.put(e, r, kb, q, ts);
       }
       sink.pad_row_tail(e, r, t, n);
     }
