@@ -263,6 +263,15 @@ def render_md(bench, torch_result, png_name, png_note):
     return "\n".join(out) + "\n"
 
 
+PLOT_KERNELS = [
+    "quantize/nvfp4_swizzled_given/bf16", "quantize/nvfp4_swizzled_tensor/bf16",
+    "quantize/nvfp4_swizzled_row/bf16", "quantize/mxfp4_swizzled/bf16",
+    "qdq/nvfp4_given/bf16", "qdq/nvfp4_tensor/bf16", "dequantize/nvfp4_swizzled/bf16",
+    "amax/tensor/bf16", "rmsnorm_quantize/nvfp4_swizzled_given/bf16",
+    "silu_mul_quantize/nvfp4_swizzled_given/bf16", "baseline/copy_memcpy", "baseline/copy_kernel",
+]
+
+
 def plot(bench, path):
     try:
         import matplotlib
@@ -270,33 +279,57 @@ def plot(bench, path):
         import matplotlib.pyplot as plt
     except Exception as e:  # noqa: BLE001
         return f"skipped, matplotlib unavailable ({e.__class__.__name__})"
-    series = OrderedDict()
+    series = OrderedDict((k, []) for k in PLOT_KERNELS)
+    floor = None
     for r in rows_of(bench):
-        if r["error"] or not r["bytes"] or r["frac_copy"] is None:
+        if r["kernel"] == "baseline/empty_kernel" and r["shape"] == "flush" and not r["error"]:
+            floor = r
+        if r["error"] or not r["bytes"] or r["kernel"] not in series:
             continue
-        if r["kernel"].startswith("baseline/") and r["kernel"] != "baseline/copy_kernel":
+        # One shape family per curve: the size sweep; tokens x 2048 for the fused producers.
+        fused = "rmsnorm" in r["kernel"] or "silu" in r["kernel"]
+        if not r["kernel"].startswith("baseline/") and not (
+                r["shape"].endswith("x2048") if fused else r["shape"] in SWEEP):
             continue
-        series.setdefault(r["kernel"], []).append((r["bytes"], r["frac_copy"]))
-    fig, ax = plt.subplots(figsize=(11, 6.5))
-    for k, pts in series.items():
-        if len(pts) < 3 and k != "baseline/copy_kernel":
+        # amax only reads: its bound is the read bandwidth.
+        f = r["frac_read"] if r["kernel"].startswith("amax/") else r["frac_copy"]
+        series[r["kernel"]].append((r["bytes"], f, r["us"], r.get("us_hot")))
+    cmap = plt.get_cmap("tab20")
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(15, 6.5))
+    for i, (k, pts) in enumerate(series.items()):
+        if not pts:
             continue
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=k,
-                lw=2.5 if k.startswith("baseline") else 1.2,
-                color="black" if k.startswith("baseline") else None)
+        base = k.startswith("baseline")
+        label = k + (" (of read BW)" if k.startswith("amax/") else "")
+        style = dict(marker="o", ms=3, label=label, lw=2.5 if base else 1.3,
+                     color="black" if base else cmap(i % 20), ls=":" if k.endswith("memcpy") else "-")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], **style)
+        small = [p for p in pts if p[0] < (32 << 20)]
+        if small and not base:
+            bx.plot([p[0] for p in small], [p[2] for p in small], **style)
     ax.axhline(0.9, color="grey", ls="--", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("bytes read + written per call")
-    ax.set_ylabel("fraction of measured copy bandwidth")
-    c = bench.get("context", {})
-    ax.set_title(f"quads kernels on {c.get('quads_device', '?')}: copy BW "
-                 f"{c.get('quads_copy_GBps', '?')} GB/s ({c.get('date', '')})")
+    ax.set_ylabel("fraction of this run's copy bandwidth")
     ax.set_ylim(0, 1.15)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=6, ncol=2, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left")
+    bx.set_xscale("log")
+    bx.set_yscale("log")
+    bx.axhline(5.0, color="grey", ls="--", lw=0.8, label="5 us target")
+    if floor:
+        bx.axhline(floor["us"], color="black", ls=":", lw=1.2,
+                   label=f"empty kernel, isolated ({floor['us']:.2f} us)")
+    bx.set_xlabel("bytes read + written per call (< 32 MiB: one call after an L2 flush)")
+    bx.set_ylabel("us per call (median)")
+    bx.grid(True, which="both", alpha=0.3)
+    bx.legend(fontsize=7, loc="upper left")
+    c = bench.get("context", {})
+    fig.suptitle(f"quads kernels (size sweep; fused: tokens x 2048) on {c.get('quads_device', '?')}: copy {c.get('quads_copy_GBps', '?')} "
+                 f"GB/s, read {c.get('quads_read_GBps', '?')} GB/s ({c.get('date', '')})")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     return None
 
 
