@@ -273,7 +273,10 @@ TEST_SUITE("quant.block_quantizer") {
     int chose_four = 0, total = 0;
     auto sq_err_f32 = [](const float (&x)[16], const float (&d)[16]) {
       float e = 0.0f;
-      for (int i = 0; i < 16; ++i) e = e + (x[i] - d[i]) * (x[i] - d[i]);
+      for (int i = 0; i < 16; ++i) {
+        volatile float sq = (x[i] - d[i]) * (x[i] - d[i]);  // no FMA contraction with -mfma
+        e = e + sq;
+      }
       return e;
     };
     auto sq_err_f64 = [](const float (&x)[16], const float (&d)[16]) {
