@@ -25,6 +25,10 @@ except ImportError as e:  # CI installs them: a missing package is a failure, ne
     print(f"FAIL: the Python reference needs numpy and ml_dtypes ({e}); "
           "install them with `python3 -m pip install numpy ml_dtypes`", file=sys.stderr)
     sys.exit(1)
+if not hasattr(ml_dtypes, "float4_e2m1fn"):
+    print(f"FAIL: ml_dtypes {ml_dtypes.__version__} has no float4_e2m1fn; install ml_dtypes >= 0.5 "
+          "(`python3 -m pip install -U ml_dtypes`)", file=sys.stderr)
+    sys.exit(1)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nvfp4_ref as ref  # noqa: E402
@@ -114,7 +118,7 @@ def nvfp4_mult(amax_b, enc, dec, inv_target):
 def set_boundary_nvfp4(rng, four_over_six):
     """E2M1 decision points after NVFP4 scaling (per-tensor S_enc; every row holds the tensor
     amax in its first block, so per-row scales are the same)."""
-    R, C = 64, 256
+    R, C = 133, 256
     T = F32(10.0 ** rng.uniform(-3, 3))
     bound = 256.0 if four_over_six else 448.0
     enc, dec = ref.tensor_scale_from_amax(f32([T]), bound)
@@ -143,25 +147,54 @@ def set_boundary_mx(rng, floor_rule):
     return x
 
 
-def set_e4m3_midpoints(rng):
-    """Block amaxes whose scale amax_b * (S_enc * RN(1/6)) lies within two ulps of an E4M3
-    rounding midpoint (S_enc = 1: the tensor amax is 2688)."""
+def set_e4m3_midpoints(rng, bound, inv_target):
+    """Block amaxes whose scale amax_b * (S_enc * inv_target) lies within three ulps of an E4M3
+    rounding midpoint, for a random tensor amax (so S_enc * RN(1/6) is itself rounded and the
+    operation order of TE's recipe matters). Every row holds the tensor amax in its first block,
+    so per-row scales equal the per-tensor one."""
     R, C = 32, 256
     vals = np.arange(1, 0x7F, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
     mids = (vals[:-1] + vals[1:]) / 2  # exact in float32 (5 significant bits)
-    x = f32(rng.standard_normal((1, R, C))) * F32(0.1)
-    x[0, 0, 0] = F32(2688.0)
+    T = F32(rng.uniform(1, 2) * 2.0 ** rng.integers(-20, 20))
+    enc, _ = ref.tensor_scale_from_amax(f32([T]), bound)
+    c = F32(enc[0] * inv_target)
+    x = f32(rng.standard_normal((1, R, C))) * F32(T / 1000)
     for r in range(R):
         for kb in range(C // 16):
-            if r == 0 and kb == 0:
-                continue
-            mid = F32(rng.choice(mids))
-            A = rng.choice(around(mid / ref.RN_ONE_SIXTH, 2))
-            if A > 2688 or A <= 0:
-                A = F32(1.0)
+            A = T
+            if kb:
+                A = rng.choice(around(F32(rng.choice(mids)) / c, 3))
+                if not (0 < A <= T):
+                    A = T
             blk = x[0, r, kb * 16:(kb + 1) * 16]
             blk[:] = np.clip(blk, -A, A)
-            blk[rng.integers(16)] = A
+            blk[rng.integers(16)] = A * rng.choice(f32([-1, 1]))
+    return x
+
+
+def set_four_over_six_close_calls(rng):
+    """4/6 decisions that only fp32 in-order summation settles. With S_enc = 2^k the two
+    candidate block scales are exactly 16 and 24 units (unit = 2^-k): grids {0, 8, 16, 24, 32,
+    48, 64, 96} and {0, 12, 24, 36, 48, 72, 96, 144}. One element at 12 units errs by 4 only
+    under target 6, one at 8 units errs by 4 only under target 4, the amax sits at 96 (exact
+    in both), and the rest sit near 0, 24 or 48, where both candidates err by the same amount.
+    The exact error sums are equal; the fp32 sums differ by where the 16 enters the sequence."""
+    R, C = 32, 256
+    k = int(rng.integers(-10, 11))
+    unit = F32(2.0 ** -k)
+    T = F32(1536.0) * unit  # S_enc = 1536 / T = 2^k exactly
+    x = np.zeros((1, R, C), F32)
+    for r in range(R):
+        for kb in range(C // 16):
+            if kb == 0:
+                blk = f32(rng.uniform(-1, 1, 16)) * T
+                blk[rng.integers(16)] = T
+            else:
+                u = rng.choice(f32([0, 24, 48]), 16) + f32(rng.uniform(-3.9, 3.9, 16))
+                p, q, m = rng.choice(16, 3, replace=False)
+                u[p], u[q], u[m] = 12, 8, 96
+                blk = f32(u) * f32(rng.choice([-1, 1], 16)) * unit
+            x[0, r, kb * 16:(kb + 1) * 16] = blk
     return x
 
 
@@ -286,7 +319,10 @@ INPUT_SETS = [
     ("boundary_nvfp4_4over6", lambda r: set_boundary_nvfp4(r, True), []),
     ("boundary_mx_round_up", lambda r: set_boundary_mx(r, False), []),
     ("boundary_mx_floor", lambda r: set_boundary_mx(r, True), []),
-    ("e4m3_scale_midpoints", set_e4m3_midpoints, []),
+    ("four_over_six_close_calls", set_four_over_six_close_calls, []),
+    ("e4m3_midpoints", lambda r: set_e4m3_midpoints(r, 448.0, ref.RN_ONE_SIXTH), []),
+    ("e4m3_midpoints_4over6_t6", lambda r: set_e4m3_midpoints(r, 256.0, ref.RN_ONE_SIXTH), []),
+    ("e4m3_midpoints_4over6_t4", lambda r: set_e4m3_midpoints(r, 256.0, ref.RN_ONE_FOURTH), []),
     ("zero_blocks", set_zero_blocks, []),
     ("tensor_amax_zero", set_all_zero, ["zero"]),
     ("scale_underflow_2^-k", set_underflow, []),
@@ -354,7 +390,7 @@ def scale_index_map(grid_shape, layout):
     return layout(idx) - 1
 
 
-def compare(name, combo, x, q, got, layout):
+def compare(combo, x, q, got, layout):
     """Returns a list of mismatch lines (empty when everything matches)."""
     E, R, C = x.shape
     B = ref.SCHEMES[combo["scheme"]]
@@ -476,7 +512,7 @@ def main():
                         (f" {gname}" if gname else "")
                     try:
                         got = run_tool(tool, combo, x, opts, inpath, os.path.join(tmp, "out"))
-                        lines = compare(set_name, combo, x, q, got, layouts[combo["layout"]])
+                        lines = compare(combo, x, q, got, layouts[combo["layout"]])
                     except RuntimeError as err:
                         lines = [f"  {err}"]
                     n_cases += 1
@@ -491,7 +527,7 @@ def main():
                             notes.append(q.extra["picked_four"])
             extra_note = (f"; 4/6 chose 4 in {min(notes)}..{max(notes)} blocks"
                           if notes else "")
-            print(f"{set_name:24s} shape {str(list(x.shape)):16s} SR seed 0x{sr_seed:016x}: "
+            print(f"{set_name:26s} shape {str(list(x.shape)):16s} SR seed 0x{sr_seed:016x}: "
                   f"{n_ok}/{n_set} combinations byte-exact{extra_note}")
     print(f"{n_cases} cases in {time.time() - t0:.1f} s; {len(failed)} failing")
     if failed:
