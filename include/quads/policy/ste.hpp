@@ -13,6 +13,7 @@
 //! - `ste::clipped`: factor 0 where the element *saturated*, 1 elsewhere. Saturated means
 //!   `!(|mul_rn(x, m)| <= 6)`: the scaled value lies beyond the largest E2M1 magnitude, so its
 //!   code was clipped to ±6 rather than rounded (or `x * m` is NaN, which E2M1 also maps to +6).
+//!   Blocks whose scale decodes to 0 count as unsaturated (`block_multiplier` reads m = 0).
 //!   `x * m` is the very product `block_quantizer::encode` rounds, so the mask is exact, not an
 //!   estimate. Scaled values in (5, 6] round to 6 without clipping and keep their gradient.
 //!   Where saturation happens: NVFP4 whose E4M3 block scale rounded down (then `|x m|` can reach
@@ -102,22 +103,27 @@ consteval bool check_straight_through_estimator() {
 static_assert(straight_through_estimator<ste::identity> && straight_through_estimator<ste::clipped>);
 
 //! The multiplier that `Quantizer::quantize` applied to the elements of block `x` (tensor scale
-//! `ts`, random bits `bits` for stochastic rounding). With `four_over_six` it is the multiplier of
-//! the candidate the block kept (told apart by its scale byte, since both candidates with equal
-//! bytes have equal multipliers). Host + device.
+//! `ts`, random bits `bits` for stochastic rounding), as the STE rules see it. With
+//! `four_over_six` it is the multiplier of the candidate the block kept (told apart by its scale
+//! byte; candidates with equal bytes have equal multipliers). Exception: a block whose kept scale
+//! byte decodes to 0 (NVFP4 byte 0x00, a block far below the tensor amax) dequantizes to zeros
+//! whatever its codes, so nothing in it was clipped; its multiplier reads 0 here (the
+//! `rcp_approx` convention) instead of the FLT_MAX that `scale_for` uses to encode it, so
+//! `ste::clipped` keeps those gradients. Host + device.
 template <class Quantizer>
 QUADS_API constexpr float block_multiplier(const float (&x)[Quantizer::block_size],
                                            tensor_scale ts,
                                            const typename Quantizer::random_bits& bits = {}) noexcept {
+  using F = typename Quantizer::format;
   const float amax_b = Quantizer::amax(x);
-  const block_scale s6 = Quantizer::scale_for(amax_b, ts);
+  block_scale kept = Quantizer::scale_for(amax_b, ts);
   if constexpr (Quantizer::options.block_rule == block_scale_rule::four_over_six) {
-    const auto kept = Quantizer::quantize(x, ts, bits);
-    if (kept.scale != s6.byte) return Quantizer::scale_for(amax_b, ts, 4.0f).multiplier;
+    const auto q = Quantizer::quantize(x, ts, bits);
+    if (q.scale != kept.byte) kept = Quantizer::scale_for(amax_b, ts, 4.0f);
   } else {
     (void)bits;
   }
-  return s6.multiplier;
+  return F::decode_scale(kept.byte) == 0.0f ? 0.0f : kept.multiplier;
 }
 
 //! Applies rule `Ste` to one gradient value: +0 where the factor is 0, else `g * factor`.
