@@ -13,6 +13,7 @@
 #include <test_support/seed.hpp>
 
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <random>
 
@@ -87,16 +88,22 @@ TEST_SUITE("quant.tensor_scale") {
       REQUIRE(same_bits(ts.decode, d));
       REQUIRE(same_bits(ts.encode, 1.0f / d));
     }
-    // 0, Inf and NaN: encode 1 (documented), decode kept (0 becomes 1)
+    // 0 is amax = 0 in the decode direction: {1, 1}; a tiny scale clamps the encode side to
+    // FLT_MAX (TE's clamp); Inf, NaN and negatives are outside the precondition and rejected
     const auto z = quads::tensor_scale_from_decode(0.0f);
     CHECK(z.encode == 1.0f);
     CHECK(z.decode == 1.0f);
-    const auto i = quads::tensor_scale_from_decode(flt_inf());
-    CHECK(i.encode == 1.0f);
-    CHECK(i.decode == flt_inf());
-    const auto n = quads::tensor_scale_from_decode(flt_nan());
-    CHECK(n.encode == 1.0f);
-    CHECK(std::isnan(n.decode));
+    const auto t = quads::tensor_scale_from_decode(std::ldexp(1.0f, -140));
+    CHECK(t.encode == std::numeric_limits<float>::max());
+    CHECK(t.decode == std::ldexp(1.0f, -140));
+    CHECK(quads::valid_decode_scale(0.0f));
+    CHECK(quads::valid_decode_scale(std::numeric_limits<float>::max()));
+    CHECK_FALSE(quads::valid_decode_scale(flt_inf()));
+    CHECK_FALSE(quads::valid_decode_scale(flt_nan()));
+    CHECK_FALSE(quads::valid_decode_scale(-1.0f));
+    CHECK_FALSE(quads::valid_tensor_scale({1.0f, flt_nan()}));
+    CHECK_FALSE(quads::valid_tensor_scale({0.0f, 1.0f}));
+    CHECK(quads::valid_tensor_scale(quads::tensor_scale_from_decode(0.5f)));
   }
 
   TEST_CASE("a decode scale read back from make_tensor_scale gives the encode scale within 1 ulp") {

@@ -194,15 +194,15 @@ def tensor_scale_from_amax(amax, bound):
 
 
 def tensor_scale_from_decode(dec):
-    """A stored decode-direction scale: S_dec kept, S_enc = 1 / S_dec; S_enc = 1 when that is
-    not a positive finite number (S_dec = 0, tiny, Inf, NaN). S_dec = 0 is what amax_t = 0 gives
-    in the decode direction (amax_t / 2688), so it gets TE's amax_t = 0 rule: S_enc = S_dec = 1."""
+    """A stored decode-direction scale: S_dec kept, S_enc = min(1 / S_dec, FLT_MAX) (TE's clamp).
+    S_dec = 0 is what amax_t = 0 gives in the decode direction (amax_t / 2688), so it gets TE's
+    amax_t = 0 rule: S_enc = S_dec = 1. Non-finite or negative S_dec is rejected by quads."""
     dec = np.asarray(dec, F32)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        enc = F32(1.0) / dec
-    bad = ~((enc > 0) & np.isfinite(enc))
-    return (np.where(bad, F32(1.0), enc).astype(F32),
-            np.where(dec == 0, F32(1.0), dec).astype(F32))
+        enc = np.fmin(F32(1.0) / dec, FLT_MAX)
+    zero = dec == 0
+    return (np.where(zero, F32(1.0), enc).astype(F32),
+            np.where(zero, F32(1.0), dec).astype(F32))
 
 
 # ---------------------------------------------------------------------------------------------

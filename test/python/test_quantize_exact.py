@@ -350,7 +350,7 @@ def given_variants(x, extra):
             out.append(("given(single)", [max(base)]))
         elif kind == "zero":       # decode scale 0: treated like amax_t = 0 (S_enc = S_dec = 1)
             out.append(("given=0", [0.0] * len(base)))
-        elif kind == "tiny":       # 1 / S_dec overflows: S_enc = 1, S_dec kept
+        elif kind == "tiny":       # 1 / S_dec overflows: S_enc clamps to FLT_MAX, S_dec kept
             out.append(("given=2^-140", [2.0 ** -140] * len(base)))
     return out
 

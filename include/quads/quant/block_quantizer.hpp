@@ -14,7 +14,12 @@
 //! - code `q = e2m1(x * m)`; dequantized value `(e2m1(q) * float(s)) * S_dec` (the first product
 //!   is exact, so there is one rounding).
 //! MXFP4: `s = ue8m0(amax_b * RN(1/6))` (round-up, or floor(log2 amax_b) - 2 with the OCP rule),
-//! `m = 2^(127 - s)` exactly, dequantized value `e2m1(q) * 2^(s - 127)`.
+//! `m = 2^(127 - s)` exactly, dequantized value `e2m1(q) * 2^(s - 127)`. With round-up, a block
+//! amax above 3.5 * 2^126 gets byte 253 and its codes 4 and 6 dequantize to Inf (the format's
+//! range ends there).
+//! Four-over-six: both candidates use the same random bits under stochastic rounding; the 4
+//! candidate wins only if its fp32 squared error (element order) is strictly lower, so NaN/Inf
+//! blocks keep 6.
 #pragma once
 
 #include <quads/config.hpp>
@@ -119,7 +124,8 @@ struct block_quantizer {
       ::cuda::std::uint8_t byte;
       if constexpr (Options.mx_rounding == ue8m0_rounding::round_up) {
         byte = encode_ue8m0_round_up(detail::mul_rn(amax_b, 1.0f / 6.0f));
-      } else {  // shared exponent floor(log2 amax_b) - emax(E2M1 = 2), clamped at 2^-127
+      } else {  // shared exponent floor(log2 amax_b) - emax(E2M1 = 2), clamped at 2^-127; an
+                // Inf amax takes the saturated exponent 0xFE first, so its byte is 0xFC
         const ::cuda::std::uint8_t e = encode_ue8m0_floor(amax_b);
         byte = e == 0xffu ? e : static_cast<::cuda::std::uint8_t>(e < 2u ? 0u : e - 2u);
       }

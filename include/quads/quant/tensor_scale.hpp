@@ -42,12 +42,24 @@ QUADS_API constexpr tensor_scale make_tensor_scale(float amax) noexcept {
   }
 }
 
+//! A decode-direction scale quads accepts: finite and >= 0 (rejects NaN, Inf and negatives).
+QUADS_API constexpr bool valid_decode_scale(float decode) noexcept {
+  return decode >= 0.0f && decode <= detail::flt_max;
+}
+
+//! A tensor scale quads accepts as `given`: both directions finite and > 0.
+QUADS_API constexpr bool valid_tensor_scale(tensor_scale ts) noexcept {
+  return ts.encode > 0.0f && ts.encode <= detail::flt_max && ts.decode > 0.0f &&
+         ts.decode <= detail::flt_max;
+}
+
 //! Tensor scale from a stored decode-direction scale (a checkpoint's `weight_scale_2` or
-//! `input_scale`): S_dec kept as given, S_enc = 1 / S_dec (1 when S_dec is 0, Inf or NaN).
+//! `input_scale`): S_dec kept, S_enc = min(1 / S_dec, FLT_MAX) (TE's clamp). S_dec = 0 is what
+//! amax = 0 gives in the decode direction, so it gets TE's amax = 0 rule: {1, 1}.
+//! @pre `valid_decode_scale(decode)`; the host reference and the kernels reject other values.
 QUADS_API constexpr tensor_scale tensor_scale_from_decode(float decode) noexcept {
-  const float enc = detail::div_rn(1.0f, decode);
-  if (!(enc > 0.0f) || enc > detail::flt_max) return {1.0f, decode == 0.0f ? 1.0f : decode};
-  return {enc, decode};
+  if (decode == 0.0f) return {1.0f, 1.0f};
+  return {detail::min_num(detail::div_rn(1.0f, decode), detail::flt_max), decode};
 }
 
 } // namespace quads

@@ -107,6 +107,10 @@ quantized_tensor<Format, Layout> quantize(std::span<const float> x, int rows, in
   } else if (Options.global == global_scale::given) {
     if (args.given.size() != 1 && args.given.size() != static_cast<std::size_t>(E))
       throw std::invalid_argument("quads: global_scale::given needs 1 or `experts` tensor scales");
+    for (const tensor_scale& g : args.given)
+      if (!valid_tensor_scale(g))
+        throw std::invalid_argument("quads: a given tensor scale must be finite and positive in "
+                                    "both directions (see tensor_scale_from_decode)");
     for (int e = 0; e < E; ++e) q.tensor_scales.push_back(args.given[args.given.size() == 1 ? 0 : e]);
   } else if (Options.global == global_scale::per_row) {
     for (std::size_t r = 0; r < static_cast<std::size_t>(E) * rows; ++r)
