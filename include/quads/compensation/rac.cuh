@@ -1,0 +1,610 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief GPU RAC: one pass over x writing `[Q(x) | Q(r_S)]` with both scale sets, and the
+//!        calibration statistics (nvcc only).
+//!
+//! Launchers (namespace `quads::compensation::kernels`, error scheme of `quads/kernels/common.cuh`:
+//! they return `cudaError_t`, never synchronise, and `quads::kernels::last_error_message()` says
+//! why an argument was refused):
+//! - `rac_quantize<Quantizer, Layout>(x, rows, selection, out, args, stream)`: byte-identical to
+//!   `compensation::reference::quantize_activation<Format, Options, Layout>`;
+//! - `accumulate_statistics<Quantizer>(x, rows, stats, workspace, given, stream)` and
+//!   `decay_statistics(stats, factor, stream)`: bit-identical to `compensation::calibrator`
+//!   (a fixed-order reduction: fp32 partial sums per 64-row chunk, then fp64 sums in chunk order;
+//!   no atomics on the sums, so the doubles do not depend on scheduling).
+//!
+//! `rac_quantize` kernels: each block goes through `residual_quantizer<Quantizer>` (the one QDQ
+//! path, twice for a selected block). Without permutation a grid-stride loop gives each thread
+//! whole blocks (two per iteration for more loads in flight); with a permutation each CTA stages a
+//! row in shared memory with coalesced 16-byte loads and gathers the permuted blocks from there.
+//! Passes over x: 1 with a given x scale and `residual_scale::shared`; +1 amax pass for
+//! `global_scale::per_tensor` / `per_row`; +1 pass over the selected blocks for
+//! `residual_scale::own` (their residual amax).
+#pragma once
+
+#include <quads/compensation/calibration.hpp>
+#include <quads/compensation/residual.hpp>
+#include <quads/compensation/selection.hpp>
+#include <quads/kernels/amax.cuh>
+#include <quads/kernels/common.cuh>
+#include <quads/kernels/quantize.cuh>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+namespace quads::compensation::kernels {
+
+using ::quads::kernels::is_kernel_element;
+using ::quads::kernels::last_error_message;
+
+//! A selection in device memory. `order` (K ints; null for `permutation::none`), `slot` (K/B ints:
+//! residual index or -1) and `blocks` (|S|/B ints, ascending) as made by `selection_tables`.
+struct device_selection {
+  int channels = 0;
+  int selected_blocks = 0;
+  const int* order = nullptr;
+  const int* slot = nullptr;
+  const int* blocks = nullptr;
+};
+
+//! The host arrays behind a `device_selection` (copy them to the device yourself).
+struct selection_tables {
+  std::vector<int> order;  //!< empty when not permuted
+  std::vector<int> slot;
+  std::vector<int> blocks;
+};
+inline selection_tables make_selection_tables(const channel_selection& sel) {
+  sel.validate();
+  return {sel.permuted() ? sel.order : std::vector<int>{}, sel.slot_table(), sel.blocks};
+}
+
+//! The augmented activation operand in device memory (layout of `reference::rac_activation`):
+//! `data` rows * K'/2 bytes (aligned to B/2), `scales` `Layout{rows, K'/B}.size()` bytes,
+//! `x_scales` / `r_scales` one entry, or `rows` with `global_scale::per_row` (may be null for
+//! schemes without a tensor scale).
+struct rac_view {
+  std::uint8_t* data = nullptr;
+  std::uint8_t* scales = nullptr;
+  tensor_scale* x_scales = nullptr;
+  tensor_scale* r_scales = nullptr;
+};
+
+//! Options of `rac_quantize`. `given`: device pointer to x's tensor scale (one entry) for
+//! `global_scale::given`. `workspace`: `rac_workspace_floats(rows)` device floats (amax of x for
+//! per_tensor / per_row, and of r_S for `own`); unused (may be null) with a given scale and
+//! `shared`. `seed`: stochastic rounding (x blocks as `reference::quantize`, residual blocks after).
+struct rac_args {
+  residual_scale residual = residual_scale::shared;
+  const tensor_scale* given = nullptr;
+  float* workspace = nullptr;
+  std::uint64_t seed = 0;
+};
+
+inline constexpr std::size_t rac_workspace_floats(int rows) noexcept {
+  return 2 * static_cast<std::size_t>(rows > 1 ? rows : 1);
+}
+
+namespace detail {
+
+namespace kd = ::quads::kernels::detail;
+
+inline constexpr int rac_threads = 256;
+
+//! x's (and the residual's) tensor scale for a row.
+template <class Quantizer>
+struct scale_source {
+  const tensor_scale* given = nullptr;
+  const float* x_amax = nullptr;  //!< 1 or rows (per_row)
+  const float* r_amax = nullptr;  //!< `own` only: 1 or rows
+  bool own = false;
+
+  static constexpr bool per_row = Quantizer::format::has_tensor_scale &&
+                                  Quantizer::options.global == global_scale::per_row;
+
+  QUADS_DEVICE_API tensor_scale x(int row) const {
+    using F = typename Quantizer::format;
+    constexpr quant_options O = Quantizer::options;
+    if constexpr (!F::has_tensor_scale) {
+      (void)row;
+      return {};
+    } else if constexpr (O.global == global_scale::given) {
+      (void)row;
+      return given[0];
+    } else {
+      return make_tensor_scale<F, O>(x_amax[per_row ? row : 0]);
+    }
+  }
+  QUADS_DEVICE_API tensor_scale r(int row, tensor_scale ts_x) const {
+    using F = typename Quantizer::format;
+    if constexpr (!F::has_tensor_scale) {
+      (void)row;
+      return ts_x;
+    } else {
+      return own ? make_tensor_scale<F, Quantizer::options>(r_amax[per_row ? row : 0]) : ts_x;
+    }
+  }
+};
+
+//! Quantizes block `kb` of `row` (values `v`) and its residual if selected; writes both.
+//! Blocks go through `quads::kernels::detail::quantize_block<Quantizer>` (the kernels' form of
+//! `Quantizer::quantize`: the core scale rule, and an E2M1 encoder the GPU tests check bit for
+//! bit against the core; stochastic rounding and 4/6 call `Quantizer::quantize` itself) and the
+//! residual uses `dequantize_block` (`Quantizer::decode` bit for bit).
+template <class Quantizer, class Layout>
+struct rac_writer {
+  using F = typename Quantizer::format;
+  static constexpr int B = F::block_size;
+  std::uint8_t* data;
+  std::uint8_t* scales;
+  tensor_scale* x_scales;
+  tensor_scale* r_scales;
+  Layout layout;  //!< {rows, K'/B}
+  int rows;
+  int nkb;
+  int nsel;
+  std::uint64_t seed;
+
+  QUADS_DEVICE_API void store_words(std::uint8_t* p, const kd::block_words<B>& q) const {
+    if constexpr (B == 16) {
+      *reinterpret_cast<uint2*>(p) = make_uint2(q.w[0], q.w[1]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < B / 32; ++i)
+        reinterpret_cast<uint4*>(p)[i] = make_uint4(q.w[4 * i], q.w[4 * i + 1], q.w[4 * i + 2], q.w[4 * i + 3]);
+    }
+  }
+
+  //! The residual of block `v` after `qx`, quantized with `ts_r`.
+  QUADS_DEVICE_API kd::block_words<B> residual(const float (&v)[B], const kd::block_words<B>& qx,
+                                               tensor_scale ts_x, tensor_scale ts_r, int row,
+                                               int j) const {
+    float r[B];
+    kd::dequantize_block<Quantizer>(qx, ts_x, r);
+#pragma unroll
+    for (int i = 0; i < B; ++i) r[i] = __fadd_rn(v[i], -r[i]);
+    return kd::quantize_block<Quantizer>(r, ts_r, seed, residual_block_index(rows, nkb, nsel, row, j));
+  }
+
+  QUADS_DEVICE_API void put(const float (&v)[B], int row, int kb, int j, tensor_scale ts_x,
+                            tensor_scale ts_r) const {
+    const std::size_t row_bytes = static_cast<std::size_t>(nkb + nsel) * (B / 2);
+    std::uint8_t* out_row = data + static_cast<std::size_t>(row) * row_bytes;
+    const kd::block_words<B> qx = kd::quantize_block<Quantizer>(
+        v, ts_x, seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
+    store_words(out_row + static_cast<std::size_t>(kb) * (B / 2), qx);
+    scales[layout.offset(row, kb)] = qx.scale;
+    if (j >= 0) {
+      const kd::block_words<B> qr = residual(v, qx, ts_x, ts_r, row, j);
+      store_words(out_row + static_cast<std::size_t>(nkb + j) * (B / 2), qr);
+      scales[layout.offset(row, nkb + j)] = qr.scale;
+    }
+    if (kb == 0 && (scale_source<Quantizer>::per_row || row == 0)) {
+      const int at = scale_source<Quantizer>::per_row ? row : 0;
+      if (x_scales != nullptr) x_scales[at] = ts_x;
+      if (r_scales != nullptr) r_scales[at] = ts_r;
+    }
+  }
+};
+
+//! max over a CTA for the per-tensor residual amax (thread 0 does the atomic).
+QUADS_DEVICE_API void reduce_amax_to(float m, float* dst, float* red) {
+  m = kd::cta_max(m, red);
+  if (threadIdx.x == 0) kd::atomic_max_nonneg(dst, m);
+}
+
+//! Lane mapping of the unpermuted kernels: a warp covers `R` rows x `32 / R` consecutive blocks
+//! (R = 32 unless there are fewer rows), so with R = 32 a warp works on one block column and the
+//! selected / not-selected branch is uniform across it (selection is per column).
+struct warp_tiling {
+  int rows;
+  int cols;             //!< blocks per row of the work (nkb, or nsel for the amax pass)
+  std::uint32_t log_r;  //!< R = 2^log_r rows per warp
+  std::uint32_t col_groups;
+  std::uint32_t units;  //!< warps' worth of work
+
+  static warp_tiling make(int rows, int cols) {
+    std::uint32_t lr = 0;
+    while ((1 << lr) < rows && lr < 5) ++lr;
+    const std::uint32_t c = 32u >> lr;
+    const std::uint32_t groups = (static_cast<std::uint32_t>(cols) + c - 1) / c;
+    const std::uint32_t row_groups = (static_cast<std::uint32_t>(rows) + (1u << lr) - 1) >> lr;
+    return {rows, cols, lr, groups, groups * row_groups};
+  }
+  //! Row and column of `lane` in unit `w`; false if outside the matrix.
+  QUADS_DEVICE_API bool at(std::uint32_t w, std::uint32_t lane, int& row, int& col) const {
+    const std::uint32_t rg = w / col_groups, cg = w - rg * col_groups;
+    const std::uint32_t lr = lane & ((1u << log_r) - 1u), lc = lane >> log_r;
+    row = static_cast<int>((rg << log_r) + lr);
+    col = static_cast<int>(cg * (32u >> log_r) + lc);
+    return row < rows && col < cols;
+  }
+};
+
+//! No permutation, write pass: each warp takes units of `warp_tiling`, U units per iteration.
+template <class Quantizer, class Layout, class T>
+__global__ void __launch_bounds__(rac_threads)
+    rac_plain_kernel(const T* x, std::int64_t row_stride, warp_tiling tiles, const int* slot,
+                     scale_source<Quantizer> src, rac_writer<Quantizer, Layout> w) {
+  constexpr int B = Quantizer::block_size;
+  constexpr int U = kd::blocks_per_iteration<T, B>;
+  constexpr bool per_row = scale_source<Quantizer>::per_row;
+  tensor_scale ts_x{}, ts_r{};
+  if constexpr (!per_row) {
+    ts_x = src.x(0);
+    ts_r = src.r(0, ts_x);
+  }
+  const std::uint32_t lane = threadIdx.x & 31u;
+  const std::uint32_t nwarps = (gridDim.x * blockDim.x) >> 5;
+  for (std::uint32_t u = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < tiles.units; u += U * nwarps) {
+    kd::raw_block<T, B> raw[U];
+    int row[U], kb[U];
+    bool in[U];
+#pragma unroll
+    for (int q = 0; q < U; ++q) {
+      const std::uint32_t uq = u + q * nwarps;
+      in[q] = uq < tiles.units && tiles.at(uq, lane, row[q], kb[q]);
+      if (in[q]) kd::load_raw<T, B>(x + row[q] * row_stride + static_cast<std::int64_t>(kb[q]) * B, raw[q]);
+    }
+#pragma unroll
+    for (int q = 0; q < U; ++q) {
+      if (in[q]) {
+        float v[B];
+        kd::widen(raw[q], v);
+        if constexpr (per_row) {
+          ts_x = src.x(row[q]);
+          ts_r = src.r(row[q], ts_x);
+        }
+        w.put(v, row[q], kb[q], __ldg(slot + kb[q]), ts_x, ts_r);
+      }
+    }
+  }
+}
+
+//! No permutation, residual amax pass (`own`): the same tiling over the selected blocks only.
+template <class Quantizer, class T>
+__global__ void __launch_bounds__(rac_threads)
+    rac_plain_amax_kernel(const T* x, std::int64_t row_stride, warp_tiling tiles, int nkb,
+                          const int* blocks, scale_source<Quantizer> src, float* r_amax,
+                          std::uint64_t seed) {
+  __shared__ float red[rac_threads / 32];
+  constexpr int B = Quantizer::block_size;
+  constexpr bool per_row = scale_source<Quantizer>::per_row;
+  float m = 0.0f;
+  const std::uint32_t lane = threadIdx.x & 31u;
+  const std::uint32_t nwarps = (gridDim.x * blockDim.x) >> 5;
+  for (std::uint32_t u = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < tiles.units; u += nwarps) {
+    int row, j;
+    if (!tiles.at(u, lane, row, j)) continue;
+    const int kb = __ldg(blocks + j);
+    kd::raw_block<T, B> raw;
+    kd::load_raw<T, B>(x + row * row_stride + static_cast<std::int64_t>(kb) * B, raw);
+    float v[B];
+    kd::widen(raw, v);
+    const auto bx = kd::block_bits<Quantizer>(
+        seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
+    const float a = residual_quantizer<Quantizer>::residual_amax(v, src.x(row), bx);
+    if constexpr (per_row) kd::atomic_max_nonneg(r_amax + row, a);
+    else m = fmaxf(m, a);
+  }
+  if constexpr (!per_row) reduce_amax_to(m, r_amax, red);
+}
+
+//! Permuted: one CTA per row (grid-stride), the row staged in shared memory, blocks gathered
+//! through `order`. `AmaxOnly`: the residual amax pass over the selected blocks.
+template <class Quantizer, class Layout, class T, bool AmaxOnly>
+__global__ void __launch_bounds__(rac_threads)
+    rac_gather_kernel(const T* x, std::int64_t row_stride, int rows, int K, const int* order,
+                      const int* slot, const int* blocks, scale_source<Quantizer> src,
+                      rac_writer<Quantizer, Layout> w, float* r_amax) {
+  extern __shared__ uint4 smem_words[];
+  __shared__ float red[rac_threads / 32];
+  constexpr int B = Quantizer::block_size;
+  constexpr bool per_row = scale_source<Quantizer>::per_row;
+  const T* srow = reinterpret_cast<const T*>(smem_words);
+  const int words = K * static_cast<int>(sizeof(T)) / 16;
+  const int t = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
+  const int nkb = K / B;
+  float m = 0.0f;
+  for (int row = static_cast<int>(blockIdx.x); row < rows; row += static_cast<int>(gridDim.x)) {
+    const uint4* src_row = reinterpret_cast<const uint4*>(x + row * row_stride);
+    for (int i = t; i < words; i += n) smem_words[i] = src_row[i];
+    __syncthreads();
+    const tensor_scale ts_x = src.x(row);
+    const int units = AmaxOnly ? w.nsel : nkb;
+    tensor_scale ts_r{};
+    if constexpr (!AmaxOnly) ts_r = src.r(row, ts_x);
+    for (int u = t; u < units; u += n) {
+      const int kb = AmaxOnly ? __ldg(blocks + u) : u;
+      float v[B];
+#pragma unroll
+      for (int i = 0; i < B; ++i)
+        v[i] = ::quads::kernels::detail::to_float(srow[__ldg(order + kb * B + i)]);
+      if constexpr (AmaxOnly) {
+        const auto bx = kd::block_bits<Quantizer>(
+            w.seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
+        const float a = residual_quantizer<Quantizer>::residual_amax(v, ts_x, bx);
+        if constexpr (per_row) kd::atomic_max_nonneg(r_amax + row, a);
+        else m = fmaxf(m, a);
+      } else {
+        w.put(v, row, kb, __ldg(slot + kb), ts_x, ts_r);
+      }
+    }
+    __syncthreads();  // the row buffer is reused
+  }
+  if constexpr (AmaxOnly && !per_row) reduce_amax_to(m, r_amax, red);
+}
+
+//! Largest dynamic shared memory a gather kernel may ask for (opt-in above 48 KiB).
+inline constexpr int gather_smem_limit = 200 * 1024;
+
+template <auto Kernel>
+inline cudaError_t allow_smem(int bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+} // namespace detail
+
+//! Quantizes `x` (`[rows, K]` of `__nv_bfloat16`, `__half` or `float`, row stride `row_stride`
+//! elements, 0 = K) into `[Q(x) | Q(r_S)]` (see `rac_view`), `Quantizer = block_quantizer<Format,
+//! Options>`, scales in `Layout` (`linear_scales` or `swizzled_128x4`) over `{rows, K'/B}`.
+//! x's tensor scale follows `Options.global`; the residual's `args.residual`.
+//! Requires: `sel.channels % B == 0`; `x` and `row_stride * sizeof(T)` multiples of 16 bytes;
+//! `out.data` aligned to B/2; swizzled scales are zeroed first with `cudaMemsetAsync` (padding);
+//! with a permutation `K * sizeof(T) <= 200 KiB`; `rows * K' / B < 2^31`.
+//! Launches: 1 kernel (given + shared); +1 amax kernel (per_tensor: + a memset) or the row amax
+//! kernel (per_row); +1 memset and residual-amax kernel for `own`.
+template <class Quantizer, scale_layout Layout = linear_scales, class T>
+cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, const rac_view& out,
+                         const rac_args& args = {}, cudaStream_t stream = nullptr,
+                         std::int64_t row_stride = 0) {
+  static_assert(is_kernel_element<T>, "quads: element type must be __nv_bfloat16, __half or float");
+  using F = typename Quantizer::format;
+  constexpr quant_options O = Quantizer::options;
+  constexpr int B = F::block_size;
+  namespace kd = ::quads::kernels::detail;
+  const int K = sel.channels;
+  const std::int64_t stride = row_stride != 0 ? row_stride : K;
+  if (rows < 0 || K < 0 || K % B != 0)
+    return kd::fail("quads: rac_quantize needs rows >= 0 and K a multiple of the block size");
+  if (sel.selected_blocks < 0 || sel.selected_blocks > K / B)
+    return kd::fail("quads: rac_quantize: selected_blocks must lie in [0, K / B]");
+  if (rows == 0 || K == 0) return kd::ok();
+  if (x == nullptr || !kd::aligned(x, 16) || (stride * static_cast<std::int64_t>(sizeof(T))) % 16 != 0 ||
+      stride < K)
+    return kd::fail("quads: rac_quantize: x must be 16-byte aligned with row_stride * sizeof(T) a "
+                    "multiple of 16 bytes and row_stride >= K");
+  if (sel.slot == nullptr || (sel.selected_blocks > 0 && sel.blocks == nullptr))
+    return kd::fail("quads: rac_quantize: device_selection needs slot (and blocks when |S| > 0)");
+  if (out.data == nullptr || out.scales == nullptr || !kd::aligned(out.data, B / 2))
+    return kd::fail("quads: rac_quantize: out.data / out.scales null, or data not aligned to B/2");
+  const bool own = F::has_tensor_scale && args.residual == residual_scale::own;
+  const bool needs_ws = F::has_tensor_scale && (O.global != global_scale::given || own);
+  if (needs_ws && (args.workspace == nullptr || !kd::aligned(args.workspace, 4)))
+    return kd::fail("quads: rac_quantize: this configuration needs args.workspace "
+                    "(rac_workspace_floats(rows) floats)");
+  if (F::has_tensor_scale && O.global == global_scale::given && args.given == nullptr)
+    return kd::fail("quads: global_scale::given needs rac_args::given");
+  const int nkb = K / B, nsel = sel.selected_blocks, Kp = K + nsel * B;
+  if (static_cast<std::int64_t>(rows) * (Kp / B) >= (std::int64_t{1} << 31) ||
+      static_cast<std::int64_t>(rows) * stride >= (std::int64_t{1} << 40))
+    return kd::fail("quads: rac_quantize: rows * K' / B must be < 2^31");
+  const int smem = K * static_cast<int>(sizeof(T));
+  if (sel.order != nullptr && smem > detail::gather_smem_limit)
+    return kd::fail("quads: rac_quantize: a permuted K must fit in shared memory (K * sizeof(T) "
+                    "<= 200 KiB)");
+
+  constexpr bool per_row = detail::scale_source<Quantizer>::per_row;
+  const std::size_t n_scales = per_row ? static_cast<std::size_t>(rows) : 1;
+  float* x_amax = args.workspace;
+  float* r_amax = args.workspace != nullptr ? args.workspace + n_scales : nullptr;
+  ::quads::kernels::tensor_shape shape{1, rows, K, stride, 0};
+  if constexpr (F::has_tensor_scale && O.global == global_scale::per_tensor) {
+    if (const cudaError_t e = cudaMemsetAsync(x_amax, 0, sizeof(float), stream); e != cudaSuccess)
+      return kd::fail(cudaGetErrorString(e), e);
+    kd::enqueue_tensor_amax(x, shape, x_amax, stream);
+  } else if constexpr (per_row) {
+    if (const cudaError_t e = ::quads::kernels::row_amax(x, shape, x_amax, stream); e != cudaSuccess)
+      return e;
+  }
+  const detail::scale_source<Quantizer> src{args.given, x_amax, r_amax, own};
+  const Layout layout{rows, Kp / B};
+  const detail::rac_writer<Quantizer, Layout> w{out.data, out.scales, out.x_scales, out.r_scales,
+                                                layout, rows, nkb, nsel, args.seed};
+  if constexpr (std::is_same_v<Layout, swizzled_128x4>) {
+    if (const cudaError_t e = cudaMemsetAsync(out.scales, 0, layout.size(), stream); e != cudaSuccess)
+      return kd::fail(cudaGetErrorString(e), e);
+  }
+  const int sms = kd::sm_count() > 0 ? kd::sm_count() : 132;
+  if (own) {  // zeroed even without selected blocks: the residual scale is then make_tensor_scale(0)
+    if (const cudaError_t e = cudaMemsetAsync(r_amax, 0, sizeof(float) * n_scales, stream); e != cudaSuccess)
+      return kd::fail(cudaGetErrorString(e), e);
+  }
+  if (own && nsel > 0) {
+    if (sel.order == nullptr) {
+      const auto tiles = detail::warp_tiling::make(rows, nsel);
+      constexpr auto kernel = detail::rac_plain_amax_kernel<Quantizer, T>;
+      const unsigned grid = kd::grid_for<kernel>(detail::rac_threads, std::uint64_t{tiles.units} * 32, 8);
+      kernel<<<grid, detail::rac_threads, 0, stream>>>(x, stride, tiles, nkb, sel.blocks, src, r_amax,
+                                                       args.seed);
+    } else {
+      constexpr auto kernel = detail::rac_gather_kernel<Quantizer, Layout, T, true>;
+      if (const cudaError_t e = detail::allow_smem<kernel>(smem); e != cudaSuccess)
+        return kd::fail(cudaGetErrorString(e), e);
+      const unsigned grid = static_cast<unsigned>(rows < sms * 16 ? rows : sms * 16);
+      kernel<<<grid, detail::rac_threads, smem, stream>>>(x, stride, rows, K, sel.order, sel.slot,
+                                                          sel.blocks, src, w, r_amax);
+    }
+  }
+  if (sel.order == nullptr) {
+    constexpr int U = kd::blocks_per_iteration<T, B>;
+    const auto tiles = detail::warp_tiling::make(rows, nkb);
+    constexpr auto kernel = detail::rac_plain_kernel<Quantizer, Layout, T>;
+    const unsigned grid = kd::grid_for<kernel>(
+        detail::rac_threads, (std::uint64_t{tiles.units} + U - 1) / U * 32, 8);
+    kernel<<<grid, detail::rac_threads, 0, stream>>>(x, stride, tiles, sel.slot, src, w);
+  } else {
+    constexpr auto kernel = detail::rac_gather_kernel<Quantizer, Layout, T, false>;
+    if (const cudaError_t e = detail::allow_smem<kernel>(smem); e != cudaSuccess)
+      return kd::fail(cudaGetErrorString(e), e);
+    const int threads = ::quads::kernels::detail::cta_threads_for(nkb);
+    const unsigned grid = static_cast<unsigned>(rows < sms * 16 ? rows : sms * 16);
+    kernel<<<grid, threads, smem, stream>>>(x, stride, rows, K, sel.order, sel.slot, sel.blocks,
+                                            src, w, nullptr);
+  }
+  return kd::after_launch();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Calibration statistics
+// ---------------------------------------------------------------------------------------------
+
+//! Device statistics: `channels` doubles each for `sq_error` and `max_abs`, one for `tokens`
+//! (zero them to start). The layout of `channel_statistics`.
+struct device_statistics {
+  int channels = 0;
+  double* sq_error = nullptr;
+  double* max_abs = nullptr;
+  double* tokens = nullptr;
+};
+
+//! Floats of workspace `accumulate_statistics` needs for `rows` x `channels`.
+inline constexpr std::size_t statistics_workspace_floats(int rows, int channels) noexcept {
+  const std::size_t chunks = static_cast<std::size_t>((rows + calibration_chunk_rows - 1) / calibration_chunk_rows);
+  return 2 * chunks * static_cast<std::size_t>(channels) + static_cast<std::size_t>(rows > 1 ? rows : 1);
+}
+
+namespace detail {
+
+inline constexpr int stats_threads = 128;
+
+//! One thread per (block column, chunk): fp32 partial sums over the chunk's rows in row order.
+template <class Quantizer, class T>
+__global__ void __launch_bounds__(stats_threads)
+    stats_partial_kernel(const T* x, std::int64_t row_stride, int rows, int K,
+                         scale_source<Quantizer> src, float* part_err, float* part_max) {
+  constexpr int B = Quantizer::block_size;
+  const int kb = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  const int chunk = static_cast<int>(blockIdx.y);
+  if (kb >= K / B) return;
+  float err[B], mx[B];
+#pragma unroll
+  for (int i = 0; i < B; ++i) err[i] = mx[i] = 0.0f;
+  const int r0 = chunk * calibration_chunk_rows;
+  const int r1 = r0 + calibration_chunk_rows < rows ? r0 + calibration_chunk_rows : rows;
+  for (int r = r0; r < r1; ++r) {
+    kd::raw_block<T, B> raw;
+    kd::load_raw<T, B>(x + r * row_stride + static_cast<std::int64_t>(kb) * B, raw);
+    float v[B];
+    kd::widen(raw, v);
+    accumulate_block_statistics<Quantizer>(v, src.x(r), err, mx);
+  }
+  const std::size_t at = static_cast<std::size_t>(chunk) * K + static_cast<std::size_t>(kb) * B;
+#pragma unroll
+  for (int i = 0; i < B; i += 4) {
+    *reinterpret_cast<float4*>(part_err + at + i) = make_float4(err[i], err[i + 1], err[i + 2], err[i + 3]);
+    *reinterpret_cast<float4*>(part_max + at + i) = make_float4(mx[i], mx[i + 1], mx[i + 2], mx[i + 3]);
+  }
+}
+
+//! One thread per channel: fp64 sums of the chunk partials in chunk order. (A template only so
+//! that the header can be included by several translation units.)
+template <int = 0>
+__global__ void stats_combine_kernel(const float* part_err, const float* part_max, int chunks,
+                                     int K, int rows, double* sq_error, double* max_abs,
+                                     double* tokens) {
+  const int k = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (k == 0) *tokens += static_cast<double>(rows);
+  if (k >= K) return;
+  double e = sq_error[k], m = max_abs[k];
+  for (int c = 0; c < chunks; ++c) {
+    e += static_cast<double>(part_err[static_cast<std::size_t>(c) * K + k]);
+    m = fmax(m, static_cast<double>(part_max[static_cast<std::size_t>(c) * K + k]));
+  }
+  sq_error[k] = e;
+  max_abs[k] = m;
+}
+
+template <int = 0>
+__global__ void stats_decay_kernel(double* sq_error, double* max_abs, double* tokens, int K,
+                                   double factor) {
+  const int k = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (k == 0) *tokens *= factor;
+  if (k >= K) return;
+  sq_error[k] *= factor;
+  max_abs[k] *= factor;
+}
+
+} // namespace detail
+
+//! Adds the statistics of batch `x` (`[rows, K]`, unpermuted, row stride `row_stride`, 0 = K) to
+//! `stats`, exactly as `calibrator<Quantizer>::observe` does on the host (same doubles).
+//! `workspace`: `statistics_workspace_floats(rows, K)` device floats, 16-byte aligned. `given`:
+//! device pointer to x's tensor scale for `global_scale::given`.
+//! Requires what `rac_quantize` requires of x. Launches: per_tensor memset + amax kernel (per_row:
+//! the row amax kernel), then two kernels.
+template <class Quantizer, class T>
+cudaError_t accumulate_statistics(const T* x, int rows, const device_statistics& stats,
+                                  float* workspace, const tensor_scale* given = nullptr,
+                                  cudaStream_t stream = nullptr, std::int64_t row_stride = 0) {
+  static_assert(is_kernel_element<T>, "quads: element type must be __nv_bfloat16, __half or float");
+  using F = typename Quantizer::format;
+  constexpr quant_options O = Quantizer::options;
+  constexpr int B = F::block_size;
+  namespace kd = ::quads::kernels::detail;
+  const int K = stats.channels;
+  const std::int64_t stride = row_stride != 0 ? row_stride : K;
+  if (rows < 0 || K <= 0 || K % B != 0)
+    return kd::fail("quads: accumulate_statistics needs rows >= 0 and K a positive multiple of B");
+  if (stats.sq_error == nullptr || stats.max_abs == nullptr || stats.tokens == nullptr)
+    return kd::fail("quads: accumulate_statistics: statistics pointers are null");
+  if (rows == 0) return kd::ok();
+  if (x == nullptr || !kd::aligned(x, 16) || (stride * static_cast<std::int64_t>(sizeof(T))) % 16 != 0 ||
+      stride < K)
+    return kd::fail("quads: accumulate_statistics: x must be 16-byte aligned with row_stride * "
+                    "sizeof(T) a multiple of 16 bytes and row_stride >= K");
+  if (workspace == nullptr || !kd::aligned(workspace, 16))
+    return kd::fail("quads: accumulate_statistics needs a 16-byte aligned workspace of "
+                    "statistics_workspace_floats(rows, K) floats");
+  if (F::has_tensor_scale && O.global == global_scale::given && given == nullptr)
+    return kd::fail("quads: global_scale::given needs the given tensor scale");
+  const int chunks = (rows + calibration_chunk_rows - 1) / calibration_chunk_rows;
+  if (chunks > 65535) return kd::fail("quads: accumulate_statistics: at most 65535 * 64 rows per call");
+  float* part_err = workspace;
+  float* part_max = workspace + static_cast<std::size_t>(chunks) * K;
+  float* amax = part_max + static_cast<std::size_t>(chunks) * K;
+  ::quads::kernels::tensor_shape shape{1, rows, K, stride, 0};
+  if constexpr (F::has_tensor_scale && O.global == global_scale::per_tensor) {
+    if (const cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), stream); e != cudaSuccess)
+      return kd::fail(cudaGetErrorString(e), e);
+    kd::enqueue_tensor_amax(x, shape, amax, stream);
+  } else if constexpr (F::has_tensor_scale && O.global == global_scale::per_row) {
+    if (const cudaError_t e = ::quads::kernels::row_amax(x, shape, amax, stream); e != cudaSuccess)
+      return e;
+  }
+  const detail::scale_source<Quantizer> src{given, amax, nullptr, false};
+  const int nkb = K / B;
+  const dim3 grid((nkb + detail::stats_threads - 1) / detail::stats_threads, chunks);
+  detail::stats_partial_kernel<Quantizer, T><<<grid, detail::stats_threads, 0, stream>>>(
+      x, stride, rows, K, src, part_err, part_max);
+  detail::stats_combine_kernel<><<<(K + 255) / 256, 256, 0, stream>>>(
+      part_err, part_max, chunks, K, rows, stats.sq_error, stats.max_abs, stats.tokens);
+  return kd::after_launch();
+}
+
+//! Multiplies the device statistics by `factor` in [0, 1] (as `calibrator::decay`).
+inline cudaError_t decay_statistics(const device_statistics& stats, double factor,
+                                    cudaStream_t stream = nullptr) {
+  namespace kd = ::quads::kernels::detail;
+  if (!(factor >= 0.0 && factor <= 1.0)) return kd::fail("quads: decay factor must lie in [0, 1]");
+  if (stats.channels <= 0 || stats.sq_error == nullptr || stats.max_abs == nullptr || stats.tokens == nullptr)
+    return kd::fail("quads: decay_statistics: bad statistics");
+  detail::stats_decay_kernel<><<<(stats.channels + 255) / 256, 256, 0, stream>>>(
+      stats.sq_error, stats.max_abs, stats.tokens, stats.channels, factor);
+  return kd::after_launch();
+}
+
+} // namespace quads::compensation::kernels
