@@ -40,7 +40,7 @@ QUADS_API constexpr float min_num(float a, float b) noexcept {
 QUADS_API constexpr float mul_rn(float a, float b) noexcept {
 #if defined(__CUDA_ARCH__)
   if (!__builtin_is_constant_evaluated()) return __fmul_rn(a, b);
-#elif defined(__has_builtin)
+#elif defined(__has_builtin) && !defined(__CUDACC__)  // nvcc's front end lacks the builtin
 #  if __has_builtin(__builtin_assoc_barrier)
   return __builtin_assoc_barrier(a * b);
 #  endif
@@ -60,6 +60,21 @@ QUADS_API constexpr float div_rn(float a, float b) noexcept {
   return a / b;
 }
 
+inline constexpr float flt_max = 3.40282346638528859811704183484516925e+38f;
+
+//! min(a / b, FLT_MAX) for a > 0 (b = 0 or a NaN b give FLT_MAX), usable in constant expressions:
+//! compilers reject a constant division by zero or one that overflows, so the constant-evaluated
+//! path divides in double, which rounds to the same float (53 >= 2 * 24 + 2 bits).
+QUADS_API constexpr float div_rn_satfinite(float a, float b) noexcept {
+  if (__builtin_is_constant_evaluated()) {
+    if (b == 0.0f) return flt_max;
+    const double q = static_cast<double>(a) / static_cast<double>(b);
+    if (q >= static_cast<double>(flt_max)) return flt_max;
+    return min_num(static_cast<float>(q), flt_max);
+  }
+  return min_num(div_rn(a, b), flt_max);
+}
+
 //! Shifts `m` right by `s` (s >= 1) rounding to nearest, ties to even.
 QUADS_API constexpr ::cuda::std::uint32_t shift_right_rne(::cuda::std::uint32_t m, int s) noexcept {
   if (s >= 32) return 0;
@@ -68,7 +83,5 @@ QUADS_API constexpr ::cuda::std::uint32_t shift_right_rne(::cuda::std::uint32_t 
   const ::cuda::std::uint32_t half = 1u << (s - 1);
   return q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u);
 }
-
-inline constexpr float flt_max = 3.40282346638528859811704183484516925e+38f;
 
 } // namespace quads::detail

@@ -116,8 +116,8 @@ struct block_quantizer {
         const float inv_target = detail::div_rn(1.0f, target);  // constant-folded: RN(1/6)
         const ::cuda::std::uint8_t byte =
             encode_ue4m3(detail::mul_rn(amax_b, detail::mul_rn(ts.encode, inv_target)));
-        const float m = detail::min_num(
-            detail::div_rn(1.0f, detail::mul_rn(decode_ue4m3(byte), ts.decode)), detail::flt_max);
+        const float m =
+            detail::div_rn_satfinite(1.0f, detail::mul_rn(decode_ue4m3(byte), ts.decode));
         return {byte, m};
       }
     } else {

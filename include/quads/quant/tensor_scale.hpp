@@ -36,8 +36,8 @@ QUADS_API constexpr tensor_scale make_tensor_scale(float amax) noexcept {
     return {};
   } else {
     constexpr float numerator = e2m1_max * block_scale_bound<Options>;
-    float enc = detail::min_num(detail::div_rn(numerator, amax), detail::flt_max);
-    if (amax == 0.0f || enc == 0.0f) enc = 1.0f;
+    if (amax == 0.0f || amax > detail::flt_max) return {1.0f, 1.0f};  // 0, or Inf: S_enc = 0
+    const float enc = detail::div_rn_satfinite(numerator, amax);
     return {enc, detail::div_rn(1.0f, enc)};
   }
 }
@@ -59,7 +59,7 @@ QUADS_API constexpr bool valid_tensor_scale(tensor_scale ts) noexcept {
 //! @pre `valid_decode_scale(decode)`; the host reference and the kernels reject other values.
 QUADS_API constexpr tensor_scale tensor_scale_from_decode(float decode) noexcept {
   if (decode == 0.0f) return {1.0f, 1.0f};
-  return {detail::min_num(detail::div_rn(1.0f, decode), detail::flt_max), decode};
+  return {detail::div_rn_satfinite(1.0f, decode), decode};
 }
 
 } // namespace quads
