@@ -293,10 +293,11 @@ inline void check_linear(const linear_shape& s, std::size_t x_size, std::size_t 
 
 //! Forward pass `y = Xop Wop^T (+ bias)` of policy `P`, accumulated in `Acc`. `bias` is empty or
 //! `[E, n]`. Throws `std::invalid_argument` on inconsistent sizes.
-template <fake_quant_policy P, class Acc = double>
+template <class P, class Acc = double>
 linear_output<Acc> linear_forward(std::span<const float> x, std::span<const float> w,
                                   std::span<const float> bias, const linear_shape& s,
                                   const fake_quant_args& args = {}) {
+  static_assert(check_fake_quant_policy<P>());  // names a missing requirement of P
   detail::check_linear(s, x.size(), w.size(), bias.size());
   linear_output<Acc> out;
   out.saved.args = args;
@@ -325,10 +326,11 @@ linear_output<Acc> linear_forward(std::span<const float> x, std::span<const floa
 
 //! Backward pass of `linear_forward<P, Acc>` for upstream gradient `dy` (`[M, n]`), with the
 //! master `x` and `W` of the forward pass and its `saved` state.
-template <fake_quant_policy P, class Acc = double>
+template <class P, class Acc = double>
 linear_gradients<Acc> linear_backward(std::span<const float> dy, std::span<const float> x,
                                       std::span<const float> w, const linear_shape& s,
                                       const linear_saved& saved) {
+  static_assert(check_fake_quant_policy<P>());
   detail::check_linear(s, x.size(), w.size(), 0);
   const std::size_t K = static_cast<std::size_t>(s.k);
   const std::size_t N = static_cast<std::size_t>(s.n);

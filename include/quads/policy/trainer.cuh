@@ -186,9 +186,11 @@ __global__ void __launch_bounds__(threads) to_bf16_kernel(const TIn* x, bf16* y,
     y[i] = __float2bfloat16_rn(load_float(x + i));
 }
 
-//! `y[r, j] = bias[j]` for `rows` rows of `n` columns.
+//! `y[r, j] = bias[j]` for `rows` rows of `n` columns. (Templates, so that a header kernel has
+//! no external definition that two translation units would both emit.)
+template <class T>
 __global__ void __launch_bounds__(threads)
-    broadcast_rows_kernel(const bf16* bias, bf16* y, std::uint64_t rows, int n) {
+    broadcast_rows_kernel(const T* bias, T* y, std::uint64_t rows, int n) {
   const std::uint64_t total = rows * static_cast<std::uint64_t>(n);
   for (std::uint64_t i = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x;
        i < total; i += static_cast<std::uint64_t>(gridDim.x) * blockDim.x)
@@ -196,12 +198,13 @@ __global__ void __launch_bounds__(threads)
 }
 
 //! `out[j] = sum over rows of dy[r, j]` in fp32, rows ascending (one thread per column).
+template <class T>
 __global__ void __launch_bounds__(threads)
-    column_sum_kernel(const bf16* dy, float* out, int rows, int n) {
+    column_sum_kernel(const T* dy, float* out, int rows, int n) {
   for (int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); j < n;
        j += static_cast<int>(gridDim.x * blockDim.x)) {
     float s = 0.0f;
-    for (int r = 0; r < rows; ++r) s += __bfloat162float(dy[static_cast<std::int64_t>(r) * n + j]);
+    for (int r = 0; r < rows; ++r) s += load_float(dy + static_cast<std::int64_t>(r) * n + j);
     out[j] = s;
   }
 }
@@ -557,7 +560,7 @@ cudaError_t linear_forward(cublasHandle_t handle, const bf16* x, const TW* w, co
     float beta = 0.0f;
     if (bias != nullptr) {
       const std::uint64_t count = static_cast<std::uint64_t>(rows) * s.n;
-      detail::broadcast_rows_kernel<<<detail::grid_for(count), detail::threads, 0, stream>>>(
+      detail::broadcast_rows_kernel<bf16><<<detail::grid_for(count), detail::threads, 0, stream>>>(
           bias + static_cast<std::int64_t>(e) * s.n, ye, static_cast<std::uint64_t>(rows), s.n);
       if (const cudaError_t err = detail::launch_status("linear_forward: bias")) return err;
       beta = 1.0f;
@@ -627,7 +630,7 @@ cudaError_t linear_backward(cublasHandle_t handle, const bf16* dy, const bf16* x
         }
       }
       if (dbias != nullptr && s.n > 0) {
-        detail::column_sum_kernel<<<detail::grid_for(static_cast<std::uint64_t>(s.n)), detail::threads, 0, stream>>>(
+        detail::column_sum_kernel<bf16><<<detail::grid_for(static_cast<std::uint64_t>(s.n)), detail::threads, 0, stream>>>(
             dye, dbias + static_cast<std::int64_t>(e) * s.n, rows, s.n);
         if (const cudaError_t err = detail::launch_status("linear_backward: dbias")) return err;
       }
