@@ -10,14 +10,6 @@
 //! the bytes (timing.cuh).
 #pragma once
 
-// Workaround for a core-header issue (reported, not ours to fix): detail/float_bits.hpp calls
-// __builtin_assoc_barrier when __has_builtin says it exists, but nvcc's host front end reports it
-// and then rejects the call. The barrier only matters for host-side numerics, which these
-// benchmarks do not use. Remove once float_bits.hpp excludes __CUDACC__.
-#if defined(__CUDACC__) && !defined(__CUDA_ARCH__) && !defined(__builtin_assoc_barrier)
-#  define __builtin_assoc_barrier(x) (x)
-#endif
-
 #include "timing.cuh"
 
 #include <quads/kernels/kernels.cuh>
