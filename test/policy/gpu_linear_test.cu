@@ -61,9 +61,11 @@ constexpr bool nvfp4_rounded_acts() {
 }
 
 template <class P, class TW = bf16>
-void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads::fake_quant_args& hargs = {}) {
-  INFO(std::string(name) << " experts " << s.experts << " n " << s.n << " k " << s.k
-       << (std::is_same_v<TW, float> ? " fp32 master" : " bf16 master"));
+void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads::fake_quant_args& hargs = {},
+                      bool with_bias = true) {
+  const std::string label = std::string(name) + (std::is_same_v<TW, float> ? " (fp32 master)" : "") +
+                            (with_bias ? " +bias" : "") + " E=" + std::to_string(s.experts);
+  INFO(label);
   auto g = quads_test::rng(std::string("gpu.linear.") + std::string(name) + std::to_string(s.experts));
   const std::size_t M = static_cast<std::size_t>(s.total_rows());
   const std::size_t N = static_cast<std::size_t>(s.n), K = static_cast<std::size_t>(s.k);
@@ -71,6 +73,7 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads:
   std::vector<float> w = weights(g, s.experts, s.n, s.k, !std::is_same_v<TW, float>);
   std::vector<float> x = round_bf16(quads_test::normal_values(g, M * K));
   std::vector<float> bias = round_bf16(quads_test::normal_values(g, static_cast<std::size_t>(s.experts) * N, 0.5f));
+  if (!with_bias) bias.clear();
   std::vector<float> dy = round_bf16(quads_test::normal_values(g, M * N));
 
   // Host float64 reference.
@@ -81,7 +84,7 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads:
   cublas_handle handle;
   dbuf<bf16> x_d(M * K), bias_d(bias.size()), y_d(M * N), dy_d(M * N), dx_d(M * K);
   dbuf<TW> w_d(w.size());
-  dbuf<float> dw_d(w.size()), db_d(bias.size());
+  dbuf<float> dw_d(w.size()), db_d(static_cast<std::size_t>(s.experts) * N);
   x_d.upload(to_bf16(x));
   bias_d.upload(to_bf16(bias));
   dy_d.upload(to_bf16(dy));
@@ -92,11 +95,12 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads:
   ag_d.upload(std::vector<quads::tensor_scale>(hargs.act_given.begin(), hargs.act_given.end()));
   const tr::device_fake_quant_args dargs{wg_d.p, static_cast<int>(wg_d.n), ag_d.p, static_cast<int>(ag_d.n),
                                          hargs.weight_seed, hargs.act_seed};
-  dbuf<unsigned char> ws_mem(tr::linear_workspace_bytes<P, TW>(s));
-  const tr::linear_workspace ws = tr::carve_linear_workspace<P, TW>(ws_mem.p, s);
+  dbuf<unsigned char> ws_mem(tr::linear_workspace_bytes<P, TW>(s, with_bias));
+  const tr::linear_workspace ws = tr::carve_linear_workspace<P, TW>(ws_mem.p, s, with_bias);
   cudaStream_t stream;
   QUADS_CUDA_REQUIRE(cudaStreamCreate(&stream));
-  const cudaError_t fe = tr::linear_forward<P, TW>(handle.h, x_d.p, w_d.p, bias_d.p, y_d.p, s, ws, dargs, stream);
+  const cudaError_t fe = tr::linear_forward<P, TW>(handle.h, x_d.p, w_d.p, with_bias ? bias_d.p : nullptr, y_d.p, s, ws,
+                                                     dargs, stream);
   INFO("forward: " << tr::last_error_message());
   REQUIRE(fe == cudaSuccess);
   const cudaError_t be = tr::linear_backward<P, TW>(handle.h, dy_d.p, x_d.p, w_d.p, dx_d.p, dw_d.p,
@@ -122,14 +126,14 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads:
 
   // Sums of |terms| per output element.
   const std::vector<float>& wo = fwd.saved.weights.values;
-  std::vector<double> sy(M * N), sdx(M * K), sdw(w.size(), 0.0), sdb(bias.size(), 0.0);
+  std::vector<double> sy(M * N), sdx(M * K), sdw(w.size(), 0.0), sdb(static_cast<std::size_t>(s.experts) * N, 0.0);
   for (int e = 0; e < s.experts; ++e) {
     const std::size_t r0 = static_cast<std::size_t>(s.row_offset(e));
     const std::size_t rows = static_cast<std::size_t>(s.rows[static_cast<std::size_t>(e)]);
     const float* we = wo.data() + static_cast<std::size_t>(e) * N * K;
     for (std::size_t i = r0; i < r0 + rows; ++i) {
       for (std::size_t j = 0; j < N; ++j) {
-        double a = std::fabs(bias[e * N + j]);
+        double a = with_bias ? std::fabs(bias[e * N + j]) : 0.0;
         for (std::size_t c = 0; c < K; ++c) a += std::fabs(static_cast<double>(xop_host[i * K + c]) * we[j * K + c]);
         sy[i * N + j] = a;
         sdb[e * N + j] += std::fabs(dy[i * N + j]);
@@ -156,8 +160,7 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads:
   const std::vector<float> dw_gpu = dw_d.download();
   const auto edw = relative_errors(dw_gpu, grads.dw, sdw);
   const auto edb = relative_errors(db_d.download(), grads.dbias, sdb);
-  MESSAGE(std::string(name) << (std::is_same_v<TW, float> ? " (fp32 master)" : "") << " E=" << s.experts
-          << ": max |err|/S  y " << ey.worst << " (tol " << tol_y << ")  dx " << edx.worst << " (tol "
+  MESSAGE(label << ": max |err|/S  y " << ey.worst << " (tol " << tol_y << ")  dx " << edx.worst << " (tol "
           << tol_dx << ")  dW " << edw.worst << " (tol " << tol_dw << ")  dbias " << edb.worst);
   CHECK(ey.worst <= tol_y);
   CHECK(edx.worst <= tol_dx);
@@ -180,7 +183,7 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads:
 template <class P, class TW = bf16>
 void check_shapes(std::string_view name, const quads::fake_quant_args& hargs = {}) {
   check_linear_gpu<P, TW>(name, quads::linear_shape::dense(64, 96, 128), hargs);
-  check_linear_gpu<P, TW>(name, quads::linear_shape::grouped(64, 96, {17, 0, 40, 7}), hargs);
+  check_linear_gpu<P, TW>(name, quads::linear_shape::grouped(64, 96, {17, 0, 40, 7}), hargs, false);
 }
 
 } // namespace
@@ -268,6 +271,10 @@ TEST_SUITE("policy.gpu.errors") {
     CHECK((tr::apply_ste<WQ, quads::ste::clipped>(
                w.p, grad.p, quads::kernels::tensor_shape{1, 16, 64, 128}, nullptr, {})) == cudaErrorInvalidValue);
     CHECK(std::string(tr::last_error_message()).find("contiguous") != std::string::npos);
+
+    // A bias needs the fp32 buffer of a with_bias workspace.
+    CHECK(tr::linear_forward<P>(handle.h, x.p, w.p, y.p, y.p, s, ws) == cudaErrorInvalidValue);
+    CHECK(std::string(tr::last_error_message()).find("with_bias = true") != std::string::npos);
 
     // Success clears the message.
     CHECK(tr::linear_forward<P>(handle.h, x.p, w.p, nullptr, y.p, s, ws) == cudaSuccess);
