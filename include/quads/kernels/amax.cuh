@@ -33,6 +33,20 @@ QUADS_DEVICE_API float cta_max(float m, float* red) {
   return r;
 }
 
+//! Deterministic CTA sum: each warp folds its lanes with an xor butterfly (offsets 16, 8, 4,
+//! 2, 1; every lane ends with the same value), then the warp sums are added in warp order. `red` holds >= 8 floats.
+QUADS_DEVICE_API float cta_sum_ordered(float s, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s = quads::detail::add_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
+  const int warps = static_cast<int>(blockDim.x >> 5);
+  if ((threadIdx.x & 31u) == 0) red[threadIdx.x >> 5] = s;
+  __syncthreads();
+  float total = red[0];
+  for (int w = 1; w < warps; ++w) total = quads::detail::add_rn(total, red[w]);
+  __syncthreads();
+  return total;
+}
+
 //! Non-negative float max into `*dst` (as bits; valid because both are >= 0 and not NaN).
 QUADS_DEVICE_API void atomic_max_nonneg(float* dst, float v) {
   atomicMax(reinterpret_cast<unsigned int*>(dst), __float_as_uint(v));

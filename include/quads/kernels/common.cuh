@@ -288,14 +288,38 @@ QUADS_DEVICE_API void store_narrow(T* p, const float (&v)[N]) {
 // Fast block arithmetic, bit-identical to the core functors (verified by the GPU tests)
 // ---------------------------------------------------------------------------------------------
 
-//! Block amax: `fmaxf(m, |x|)` from 0. Equal to `block_quantizer::amax` for every input: `m` is
-//! never NaN, so `fmaxf` drops a NaN operand exactly as `max_num` does, and |x| is never -0.
+//! Block amax as a tree of `fmaxf(|a|, |b|)` (depth log2 N, not N). Equal to
+//! `block_quantizer::amax` for every input: `fmaxf` returns the other operand when one is NaN, a
+//! node is NaN only when all of its leaves are, and the final `fmaxf(0, t)` maps an all-NaN block
+//! to 0, as `max_num` from 0 does; max is order-independent and |x| is never -0.
 template <int N>
 QUADS_DEVICE_API float block_amax(const float (&v)[N]) {
-  float m = 0.0f;
+  static_assert(N >= 2 && (N & (N - 1)) == 0);
+  float t[N / 2];
 #pragma unroll
-  for (int i = 0; i < N; ++i) m = fmaxf(m, fabsf(v[i]));
-  return m;
+  for (int i = 0; i < N / 2; ++i) t[i] = fmaxf(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
+#pragma unroll
+  for (int w = N / 4; w >= 1; w /= 2) {
+#pragma unroll
+    for (int i = 0; i < w; ++i) t[i] = fmaxf(t[i], t[i + w]);
+  }
+  return fmaxf(0.0f, t[0]);
+}
+
+//! Tree sum (NaN iff some value is NaN, or +Inf and -Inf both occur): the cheap NaN detector of
+//! the fast encoder path (FP32 pipe, depth log2 N).
+template <int N>
+QUADS_DEVICE_API float tree_sum(const float (&v)[N]) {
+  static_assert(N >= 2 && (N & (N - 1)) == 0);
+  float t[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) t[i] = __fadd_rn(v[2 * i], v[2 * i + 1]);
+#pragma unroll
+  for (int w = N / 4; w >= 1; w /= 2) {
+#pragma unroll
+    for (int i = 0; i < w; ++i) t[i] = __fadd_rn(t[i], t[i + w]);
+  }
+  return t[0];
 }
 
 //! E2M1 codes of 8 scaled values, element i in nibble i, equal to `encode_e2m1` (RNE, saturate

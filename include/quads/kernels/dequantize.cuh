@@ -17,6 +17,8 @@ namespace quads::kernels {
 namespace detail {
 
 inline constexpr int dequant_threads = 256;
+//! Blocks per thread per loop iteration (loads in flight).
+inline constexpr int dequant_blocks_per_iteration = 4;
 
 template <class Quantizer, class Layout, class TOut>
 __global__ void __launch_bounds__(dequant_threads)
@@ -35,29 +37,45 @@ __global__ void __launch_bounds__(dequant_threads)
   const std::uint8_t* se = scales + static_cast<std::size_t>(e) * layout_size;
   TOut* ye = y + e * expert_stride;
   const std::uint32_t stride = gridDim.x * blockDim.x;
-  for (std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x; u < total; u += stride) {
-    std::uint32_t r, kb;
-    nkb.divmod(u, r, kb);
-    block_words<B> q;
-    if constexpr (B == 16) {
-      const uint2 w = *reinterpret_cast<const uint2*>(de + static_cast<std::size_t>(u) * 8);
-      q.w[0] = w.x;
-      q.w[1] = w.y;
-    } else {
+  constexpr int U = dequant_blocks_per_iteration;
+  for (std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x; u < total; u += U * stride) {
+    // all loads of U blocks first (codes, scale bytes, row scales), then decode and store
+    block_words<B> q[U];
+    std::uint32_t r[U], kb[U];
+    tensor_scale tsr[U];
 #pragma unroll
-      for (int i = 0; i < B / 32; ++i) {
-        const uint4 w = reinterpret_cast<const uint4*>(de + static_cast<std::size_t>(u) * (B / 2))[i];
-        q.w[4 * i] = w.x;
-        q.w[4 * i + 1] = w.y;
-        q.w[4 * i + 2] = w.z;
-        q.w[4 * i + 3] = w.w;
+    for (int j = 0; j < U; ++j) {
+      const std::uint32_t uj = u + j * stride;
+      tsr[j] = ts;
+      if (j == 0 || uj < total) {
+        nkb.divmod(uj, r[j], kb[j]);
+        const std::uint8_t* p = de + static_cast<std::size_t>(uj) * (B / 2);
+        if constexpr (B == 16) {
+          const uint2 w = *reinterpret_cast<const uint2*>(p);
+          q[j].w[0] = w.x;
+          q[j].w[1] = w.y;
+        } else {
+#pragma unroll
+          for (int i = 0; i < B / 32; ++i) {
+            const uint4 w = reinterpret_cast<const uint4*>(p)[i];
+            q[j].w[4 * i] = w.x;
+            q[j].w[4 * i + 1] = w.y;
+            q[j].w[4 * i + 2] = w.z;
+            q[j].w[4 * i + 3] = w.w;
+          }
+        }
+        q[j].scale = se[layout.offset(static_cast<int>(r[j]), static_cast<int>(kb[j]))];
+        if constexpr (per_row) tsr[j] = tensor_scales[static_cast<std::size_t>(e) * rows + r[j]];
       }
     }
-    q.scale = se[layout.offset(static_cast<int>(r), static_cast<int>(kb))];
-    if constexpr (per_row) ts = tensor_scales[static_cast<std::size_t>(e) * rows + r];
-    float v[B];
-    dequantize_block<Quantizer>(q, ts, v);
-    store_narrow<TOut, B>(ye + r * row_stride + static_cast<std::int64_t>(kb) * B, v);
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      if (j == 0 || u + j * stride < total) {
+        float v[B];
+        dequantize_block<Quantizer>(q[j], tsr[j], v);
+        store_narrow<TOut, B>(ye + r[j] * row_stride + static_cast<std::int64_t>(kb[j]) * B, v);
+      }
+    }
   }
 }
 
@@ -93,7 +111,9 @@ cudaError_t dequantize(const const_quantized_view& q, TOut* y, const tensor_shap
   const std::uint32_t total = nkb * static_cast<std::uint32_t>(shape.rows);
   const Layout layout{shape.rows, shape.cols / B};
   constexpr auto kernel = detail::dequantize_kernel<Quantizer, Layout, TOut>;
-  const unsigned gx = detail::grid_for<kernel>(detail::dequant_threads, total, 8, shape.experts);
+  const unsigned gx = detail::grid_for<kernel>(
+      detail::dequant_threads, (total + detail::dequant_blocks_per_iteration - 1) / detail::dequant_blocks_per_iteration,
+      8, shape.experts);
   kernel<<<dim3(gx, static_cast<unsigned>(shape.experts)), detail::dequant_threads, 0, stream>>>(
       q.data, q.scales, q.tensor_scales, detail::fast_divmod(nkb), total, shape.rows, layout,
       layout.size(), y, shape.rstride(), shape.estride());

@@ -92,21 +92,9 @@ QUADS_API float silu_rn(float g) noexcept {
 
 namespace detail {
 
-//! Deterministic CTA sum (see the file comment for the order). `red` holds >= 8 floats.
-QUADS_DEVICE_API float cta_sum_ordered(float s, float* red) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s = quads::detail::add_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
-  const int warps = static_cast<int>(blockDim.x >> 5);
-  if ((threadIdx.x & 31u) == 0) red[threadIdx.x >> 5] = s;
-  __syncthreads();
-  float total = red[0];
-  for (int w = 1; w < warps; ++w) total = quads::detail::add_rn(total, red[w]);
-  __syncthreads();
-  return total;
-}
-
 template <class T, int B>
 struct rmsnorm_producer {
+  static constexpr bool has_state = true;
   const T* x;
   const T* w;
   float eps;
@@ -114,29 +102,27 @@ struct rmsnorm_producer {
   std::int64_t row_stride;
   std::int64_t expert_stride;
 
-  QUADS_DEVICE_API float begin_row(int e, int r, float* red) const {
-    const T* xr = x + e * expert_stride + r * row_stride;
-    float s = 0.0f;
-    const int nkb = cols / B;
-    for (int kb = static_cast<int>(threadIdx.x); kb < nkb; kb += static_cast<int>(blockDim.x)) {
-      raw_block<T, B> raw;
-      load_raw<T, B>(xr + static_cast<std::int64_t>(kb) * B, raw);
-      float v[B];
-      widen(raw, v);
+  QUADS_DEVICE_API void load(int e, int r, int kb, float (&v)[B]) const {
+    raw_block<T, B> raw;
+    load_raw<T, B>(x + e * expert_stride + r * row_stride + static_cast<std::int64_t>(kb) * B, raw);
+    widen(raw, v);
+  }
+  //! Sum of squares of one block, in element order, continuing `acc`.
+  QUADS_DEVICE_API float partial(const float (&v)[B], float acc) const {
 #pragma unroll
-      for (int i = 0; i < B; ++i) s = quads::detail::add_rn(s, quads::detail::mul_rn(v[i], v[i]));
-    }
-    const float total = cta_sum_ordered(s, red);
+    for (int i = 0; i < B; ++i) acc = quads::detail::add_rn(acc, quads::detail::mul_rn(v[i], v[i]));
+    return acc;
+  }
+  //! rstd = 1 / sqrt(total / cols + eps), IEEE operations throughout.
+  QUADS_DEVICE_API float finish_state(float total) const {
     return quads::detail::div_rn(
         1.0f, sqrt_rn(quads::detail::add_rn(
                   quads::detail::div_rn(total, static_cast<float>(cols)), eps)));
   }
-  QUADS_DEVICE_API void load(int e, int r, int kb, float rstd, float (&v)[B]) const {
-    raw_block<T, B> rx, rw;
-    load_raw<T, B>(x + e * expert_stride + r * row_stride + static_cast<std::int64_t>(kb) * B, rx);
+  QUADS_DEVICE_API void finish(int kb, float rstd, float (&v)[B]) const {
+    raw_block<T, B> rw;
     load_raw<T, B>(w + static_cast<std::int64_t>(kb) * B, rw);
     float wv[B];
-    widen(rx, v);
     widen(rw, wv);
 #pragma unroll
     for (int i = 0; i < B; ++i)
@@ -146,13 +132,13 @@ struct rmsnorm_producer {
 
 template <class T, int B>
 struct silu_mul_producer {
+  static constexpr bool has_state = false;
   const T* gate;
   const T* up;
   std::int64_t row_stride;
   std::int64_t expert_stride;
 
-  QUADS_DEVICE_API float begin_row(int, int, float*) const { return 0.0f; }
-  QUADS_DEVICE_API void load(int e, int r, int kb, float, float (&v)[B]) const {
+  QUADS_DEVICE_API void load(int e, int r, int kb, float (&v)[B]) const {
     const std::int64_t off = e * expert_stride + r * row_stride + static_cast<std::int64_t>(kb) * B;
     raw_block<T, B> rg, ru;
     load_raw<T, B>(gate + off, rg);
@@ -163,6 +149,9 @@ struct silu_mul_producer {
 #pragma unroll
     for (int i = 0; i < B; ++i) v[i] = quads::detail::mul_rn(silu_rn(v[i]), uv[i]);
   }
+  QUADS_DEVICE_API float partial(const float (&)[B], float acc) const { return acc; }
+  QUADS_DEVICE_API float finish_state(float) const { return 0.0f; }
+  QUADS_DEVICE_API void finish(int, float, float (&)[B]) const {}
 };
 
 //! Dispatch of a fused producer over the global-scale modes (always the row kernel).

@@ -80,54 +80,66 @@ struct block_words {
 //! The fast path applies to nearest-even rounding with the amax -> 6 rule (any format, any
 //! scale math): block amax, then `Quantizer::scale_for` (the core's scale rule), then
 //! `encode_e2m1x8_rne_nonan` on `mul_rn(x, multiplier)`, which is `Quantizer::encode` bit for
-//! bit (blocks whose scaled values hold a NaN use the core's `encode_e2m1`).
+//! bit (when a scaled value is NaN, the core's `encode_e2m1` is used instead).
 //! Stochastic rounding and four-over-six go through `Quantizer::quantize` itself.
 template <class Quantizer>
 inline constexpr bool fast_path_applies =
     Quantizer::options.round == rounding::nearest_even &&
     Quantizer::options.block_rule == block_scale_rule::amax_to_6;
 
-//! Quantizes one block (`block_index` is the reference's global block index, used by
-//! stochastic rounding). `Fast = false` forces `Quantizer::quantize` (for comparisons).
-template <class Quantizer, bool Fast = fast_path_applies<Quantizer>>
-QUADS_DEVICE_API block_words<Quantizer::block_size> quantize_block(
-    const float (&v)[Quantizer::block_size], tensor_scale ts, std::uint64_t seed,
-    std::uint64_t block_index) {
+//! Quantizes `U` blocks in two phases so their latency chains overlap: scales of all blocks,
+//! then the scaled values of all blocks, then one NaN test and the encoder for all of them
+//! (`index[j]` is block j's global index, used by stochastic rounding). `v` is overwritten.
+//! `Fast = false` forces `Quantizer::quantize` (for comparisons).
+template <class Quantizer, int U, bool Fast = fast_path_applies<Quantizer>>
+QUADS_DEVICE_API void quantize_blocks(float (&v)[U][Quantizer::block_size], tensor_scale ts,
+                                      std::uint64_t seed, const std::uint64_t (&index)[U],
+                                      block_words<Quantizer::block_size> (&out)[U]) {
   constexpr int B = Quantizer::block_size;
-  block_words<B> out;
   if constexpr (Fast && fast_path_applies<Quantizer>) {
     (void)seed;
-    (void)block_index;
-    const block_scale sc = Quantizer::scale_for(block_amax(v), ts);
-    out.scale = sc.byte;
-    float s[B];
-    float nan_check = 0.0f;  // NaN iff some scaled value is NaN (or +Inf and -Inf both occur)
+    (void)index;
+    float m[U];
 #pragma unroll
-    for (int i = 0; i < B; ++i) {
-      s[i] = quads::detail::mul_rn(v[i], sc.multiplier);
-      nan_check = __fadd_rn(nan_check, s[i]);
+    for (int j = 0; j < U; ++j) {
+      const block_scale sc = Quantizer::scale_for(block_amax(v[j]), ts);
+      out[j].scale = sc.byte;
+      m[j] = sc.multiplier;
     }
-    if (nan_check == nan_check) {
+    float check = 0.0f;
 #pragma unroll
-      for (int w = 0; w < B / 8; ++w)
-        out.w[w] = encode_e2m1x8_rne_nonan(reinterpret_cast<const float(&)[8]>(s[8 * w]));
-    } else {
+    for (int j = 0; j < U; ++j) {
 #pragma unroll
-      for (int w = 0; w < B / 8; ++w)
-        out.w[w] = encode_e2m1x8_core(reinterpret_cast<const float(&)[8]>(s[8 * w]));
+      for (int i = 0; i < B; ++i) v[j][i] = quads::detail::mul_rn(v[j][i], m[j]);
+      check = __fadd_rn(check, tree_sum(v[j]));
+    }
+    if (check == check) {
+#pragma unroll
+      for (int j = 0; j < U; ++j)
+#pragma unroll
+        for (int w = 0; w < B / 8; ++w)
+          out[j].w[w] = encode_e2m1x8_rne_nonan(reinterpret_cast<const float(&)[8]>(v[j][8 * w]));
+    } else {  // a NaN somewhere: the core encoder, which maps NaN to +6
+#pragma unroll
+      for (int j = 0; j < U; ++j)
+#pragma unroll
+        for (int w = 0; w < B / 8; ++w)
+          out[j].w[w] = encode_e2m1x8_core(reinterpret_cast<const float(&)[8]>(v[j][8 * w]));
     }
   } else {
-    const packed_block<typename Quantizer::format> pb =
-        Quantizer::quantize(v, ts, block_bits<Quantizer>(seed, block_index));
-    out.scale = pb.scale;
 #pragma unroll
-    for (int w = 0; w < B / 8; ++w)
-      out.w[w] = static_cast<std::uint32_t>(pb.codes[4 * w]) |
-                 (static_cast<std::uint32_t>(pb.codes[4 * w + 1]) << 8) |
-                 (static_cast<std::uint32_t>(pb.codes[4 * w + 2]) << 16) |
-                 (static_cast<std::uint32_t>(pb.codes[4 * w + 3]) << 24);
+    for (int j = 0; j < U; ++j) {
+      const packed_block<typename Quantizer::format> pb =
+          Quantizer::quantize(v[j], ts, block_bits<Quantizer>(seed, index[j]));
+      out[j].scale = pb.scale;
+#pragma unroll
+      for (int w = 0; w < B / 8; ++w)
+        out[j].w[w] = static_cast<std::uint32_t>(pb.codes[4 * w]) |
+                      (static_cast<std::uint32_t>(pb.codes[4 * w + 1]) << 8) |
+                      (static_cast<std::uint32_t>(pb.codes[4 * w + 2]) << 16) |
+                      (static_cast<std::uint32_t>(pb.codes[4 * w + 3]) << 24);
+    }
   }
-  return out;
 }
 
 //! Dequantizes a block: `Quantizer::decode` with the e2m1 decode done by bit assembly (equal
@@ -292,19 +304,25 @@ __global__ void __launch_bounds__(block_threads)
       if (j == 0 || uj < total) {
         nkb.divmod(uj, row[j], kb[j]);
         load_raw<T, B>(xe + row[j] * row_stride + static_cast<std::int64_t>(kb[j]) * B, raw[j]);
+      } else {
+        row[j] = kb[j] = 0;
+#pragma unroll
+        for (int w = 0; w < raw_block<T, B>::words; ++w) raw[j].w[w] = make_uint4(0, 0, 0, 0);
       }
     }
+    float v[U][B];
+    std::uint64_t index[U];
 #pragma unroll
     for (int j = 0; j < U; ++j) {
-      const std::uint32_t uj = u + j * stride;
-      if (j == 0 || uj < total) {
-        float v[B];
-        widen(raw[j], v);
-        const block_words<B> q = quantize_block<Quantizer, Fast>(
-            v, ts, seed, (static_cast<std::uint64_t>(e) * rows + row[j]) * nkb.divisor + kb[j]);
-        sink.put(e, static_cast<int>(row[j]), static_cast<int>(kb[j]), q, ts);
-      }
+      widen(raw[j], v[j]);
+      index[j] = (static_cast<std::uint64_t>(e) * rows + row[j]) * nkb.divisor + kb[j];
     }
+    block_words<B> q[U];
+    quantize_blocks<Quantizer, U, Fast>(v, ts, seed, index, q);
+#pragma unroll
+    for (int j = 0; j < U; ++j)
+      if (j == 0 || u + j * stride < total)
+        sink.put(e, static_cast<int>(row[j]), static_cast<int>(kb[j]), q[j], ts);
   }
   if constexpr (Sink::pads) {
     const std::uint32_t n = sink.pad_count();
@@ -313,19 +331,25 @@ __global__ void __launch_bounds__(block_threads)
 }
 
 //! Values of the plain input `[experts, rows, cols]`.
+//! Producer interface (used by the row kernel): `load` gives a block's input values; producers
+//! with `has_state` fold them (`partial`, in block order) into a per-row statistic that the CTA
+//! sums deterministically (`cta_sum_ordered`) and `finish_state` turns into the row state;
+//! `finish` turns loaded values into the values to quantize (in place).
 template <class T, int B>
 struct plain_producer {
+  static constexpr bool has_state = false;
   const T* x;
   std::int64_t row_stride;
   std::int64_t expert_stride;
 
-  //! Per-row state computed by the whole CTA (none here).
-  QUADS_DEVICE_API float begin_row(int, int, float*) const { return 0.0f; }
-  QUADS_DEVICE_API void load(int e, int r, int kb, float, float (&v)[B]) const {
+  QUADS_DEVICE_API void load(int e, int r, int kb, float (&v)[B]) const {
     raw_block<T, B> raw;
     load_raw<T, B>(x + e * expert_stride + r * row_stride + static_cast<std::int64_t>(kb) * B, raw);
     widen(raw, v);
   }
+  QUADS_DEVICE_API float partial(const float (&)[B], float acc) const { return acc; }
+  QUADS_DEVICE_API float finish_state(float) const { return 0.0f; }
+  QUADS_DEVICE_API void finish(int, float, float (&)[B]) const {}
 };
 
 //! What the row kernel does with each row.
@@ -335,8 +359,14 @@ enum class row_mode {
   amax_only,  //!< only the amax of the produced values, atomically into `amax[expert]`
 };
 
+//! Blocks per thread that the row kernel keeps in registers (a row of up to
+//! `row_cache_blocks * 256` blocks is read from memory once).
+inline constexpr int row_cache_blocks = 2;
+
 //! One CTA per row (grid-stride over `experts * padded_rows`; padding rows of a swizzled
-//! layout only get their zero scale words). `blockDim.x` is a multiple of 32, <= 256.
+//! layout only get their zero scale words). `blockDim.x` is a multiple of 32, <= 256. Thread t
+//! owns blocks t, t + n, t + 2n, ...; the first `row_cache_blocks` of them stay in registers
+//! between the passes (state, amax, quantize), later ones are loaded again in each pass.
 template <class Quantizer, class Producer, class Sink, row_mode Mode>
 __global__ void __launch_bounds__(256)
     row_kernel(Producer p, int experts, int rows, int padded_rows, int nkb,
@@ -344,6 +374,7 @@ __global__ void __launch_bounds__(256)
                std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
+  constexpr int C = row_cache_blocks;
   __shared__ float red[8];
   const int t = static_cast<int>(threadIdx.x);
   const int n = static_cast<int>(blockDim.x);
@@ -360,16 +391,45 @@ __global__ void __launch_bounds__(256)
       if constexpr (Mode != row_mode::amax_only) sink.pad_row(e, r, t, n);
       continue;
     }
-    const float state = p.begin_row(e, r, red);
+    float v[C][B];
+#pragma unroll
+    for (int j = 0; j < C; ++j) {
+      const int kb = t + j * n;
+      if (kb < nkb) {
+        p.load(e, r, kb, v[j]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < B; ++i) v[j][i] = 0.0f;
+      }
+    }
+    float state = 0.0f;
+    if constexpr (Producer::has_state) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int j = 0; j < C; ++j)
+        if (t + j * n < nkb) acc = p.partial(v[j], acc);
+      for (int kb = t + C * n; kb < nkb; kb += n) {
+        float w[B];
+        p.load(e, r, kb, w);
+        acc = p.partial(w, acc);
+      }
+      state = p.finish_state(cta_sum_ordered(acc, red));
+#pragma unroll
+      for (int j = 0; j < C; ++j)
+        if (t + j * n < nkb) p.finish(t + j * n, state, v[j]);
+    }
     tensor_scale ts{};
     if constexpr (Mode == row_mode::fixed) {
       ts = src.get(e);
     } else {
       float m = 0.0f;
-      for (int kb = t; kb < nkb; kb += n) {
-        float v[B];
-        p.load(e, r, kb, state, v);
-        m = fmaxf(m, block_amax(v));
+#pragma unroll
+      for (int j = 0; j < C; ++j) m = fmaxf(m, block_amax(v[j]));  // unused slots are zeros
+      for (int kb = t + C * n; kb < nkb; kb += n) {
+        float w[B];
+        p.load(e, r, kb, w);
+        p.finish(kb, state, w);
+        m = fmaxf(m, block_amax(w));
       }
       m = cta_max(m, red);
       if constexpr (Mode == row_mode::amax_only) {
@@ -381,12 +441,26 @@ __global__ void __launch_bounds__(256)
       }
     }
     if constexpr (Mode != row_mode::amax_only) {
-      for (int kb = t; kb < nkb; kb += n) {
-        float v[B];
-        p.load(e, r, kb, state, v);
-        const block_words<B> q = quantize_block<Quantizer>(
-            v, ts, seed, (static_cast<std::uint64_t>(e) * rows + r) * static_cast<std::uint64_t>(nkb) + kb);
-        sink.put(e, r, kb, q, ts);
+      const std::uint64_t row_block = (static_cast<std::uint64_t>(e) * rows + r) *
+                                      static_cast<std::uint64_t>(nkb);
+      {
+        std::uint64_t index[C];
+#pragma unroll
+        for (int j = 0; j < C; ++j) index[j] = row_block + static_cast<std::uint64_t>(t + j * n);
+        block_words<B> q[C];
+        quantize_blocks<Quantizer, C>(v, ts, seed, index, q);
+#pragma unroll
+        for (int j = 0; j < C; ++j)
+          if (t + j * n < nkb) sink.put(e, r, t + j * n, q[j], ts);
+      }
+      for (int kb = t + C * n; kb < nkb; kb += n) {
+        float w[1][B];
+        p.load(e, r, kb, w[0]);
+        p.finish(kb, state, w[0]);
+        const std::uint64_t index[1] = {row_block + static_cast<std::uint64_t>(kb)};
+        block_words<B> q[1];
+        quantize_blocks<Quantizer, 1>(w, ts, seed, index, q);
+        sink.put(e, r, kb, q[0], ts);
       }
       sink.pad_row_tail(e, r, t, n);
     }
