@@ -216,6 +216,7 @@ TEST_CASE("rac_quantize is byte-identical to the host reference") {
   using fos = quads::block_quantizer<quads::nvfp4, quads::quant_options{.block_rule = quads::block_scale_rule::four_over_six}>;
   check_identity<fos, quads::linear_scales, __nv_bfloat16>(g, 8);
   check_identity<quads::block_quantizer<quads::mxfp4>, quads::linear_scales, __nv_bfloat16>(g, 8);
+  check_identity<quads::block_quantizer<quads::mxfp4>, quads::linear_scales, float>(g, 4);  // no task ring
 }
 
 TEST_CASE("GPU calibration statistics equal the host calibrator's bit for bit") {
@@ -307,6 +308,7 @@ TEST_CASE("bad arguments are refused with a message and nothing enqueued") {
   dbuf<__nv_bfloat16> x(64 * 64);
   dbuf<std::uint8_t> data(64 * 128), scales(64 * 8);
   dbuf<int> slot(4);
+  CUDA_OK(cudaMemset(slot.p, 0xff, 4 * sizeof(int)));  // all -1: nothing selected
   dbuf<float> ws(qk::rac_workspace_floats(64));
   dbuf<quads::tensor_scale> ts(2);
   qk::device_selection sel{64, 0, nullptr, slot.p, nullptr};

@@ -285,3 +285,47 @@ TEST_CASE("the shared residual scale pushes small blocks' residual scales into E
 }
 
 } // TEST_SUITE
+
+TEST_SUITE("compensation.reference") {
+
+TEST_CASE("with massive activations the own residual scale avoids subnormal residual scales") {
+  // Stress case for the residual-scale choice: a few channels x500-x2000 ("massive activations")
+  // make the tensor amax ~1000x the typical block amax. Printed for docs/rac.md.
+  auto g = quads_test::rng("rac.massive");
+  const int K = 1024, rows = 256, N = 128;
+  quads_test::activation_model m;
+  m.channels = K;
+  m.outlier_fraction = 0.004;
+  m.outlier_min = 500;
+  m.outlier_max = 2000;
+  m.draw(g);
+  const auto xc = m.sample(rows, g), x = m.sample(rows, g);
+  const auto w = quads_test::random_weight(N, K, g);
+  qc::calibrator<quads::block_quantizer<F>> cal(K);
+  cal.observe(xc, rows);
+  std::printf("\nMassive activations (4 channels x500-x2000), K=%d, N=%d, %d tokens:\n", K, N, rows);
+  std::size_t subnormal[2] = {0, 0};
+  for (double ratio : {0.25, 1.0}) {
+    const auto sel = qc::select_channels(qc::by_quant_error{}, cal.statistics(), ratio);
+    const auto qw = qr::quantize_weight<F>(w, N, sel);
+    const auto ref = qr::gemm_dense(x, quads::reference::dequantize<F>(qw), rows, N, K);
+    for (int s = 0; s < 2; ++s) {
+      const auto rs = s ? qc::residual_scale::own : qc::residual_scale::shared;
+      const auto a = qr::quantize_activation<F>(x, rows, sel, {.residual = rs});
+      std::size_t sub = 0, zero = 0;
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < sel.selected_blocks(); ++j) {
+          const auto byte = a.block(r, K / 16 + j).scale;
+          if (byte == 0) ++zero;
+          else if ((byte & 0x78) == 0) ++sub;
+        }
+      if (ratio == 1.0) subnormal[s] = sub + zero;
+      const double err = qr::relative_error(qr::gemm_residual<double>(a, qw, sel), ref);
+      std::printf("  ratio %3.0f %%, %-6s: error %.3f %%, residual scales subnormal %zu, zero %zu of %d\n",
+                  100 * ratio, qc::to_string(rs), 100 * err, sub, zero, rows * sel.selected_blocks());
+    }
+  }
+  CHECK(subnormal[1] <= subnormal[0]);
+}
+
+} // TEST_SUITE

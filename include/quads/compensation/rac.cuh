@@ -93,6 +93,47 @@ namespace kd = ::quads::kernels::detail;
 
 inline constexpr int rac_threads = 256;
 
+//! Blocks per thread per iteration: two when a block's input is at most 32 bytes (more loads in
+//! flight), else one.
+template <class T, int B>
+inline constexpr int rac_unroll = B * static_cast<int>(sizeof(T)) <= 32 ? 2 : 1;
+
+//! Random bits of block `index` (stochastic rounding only), as `reference::quantize` draws them.
+template <class Quantizer>
+QUADS_DEVICE_API typename Quantizer::random_bits bits_of(std::uint64_t seed, std::uint64_t index) {
+  if constexpr (Quantizer::options.round == rounding::stochastic) {
+    return draw_block_bits<typename Quantizer::format>(philox4x32_10{seed}, index);
+  } else {
+    (void)seed;
+    (void)index;
+    return {};
+  }
+}
+
+//! The packed codes of a block as 32-bit words (element 8w + i in nibble i of word w).
+template <class Format>
+struct code_words {
+  std::uint32_t w[Format::block_size / 8];
+};
+template <class Format>
+QUADS_DEVICE_API code_words<Format> words_of(const packed_block<Format>& pb) {
+  code_words<Format> c;
+#pragma unroll
+  for (int i = 0; i < Format::block_size / 8; ++i)
+    c.w[i] = static_cast<std::uint32_t>(pb.codes[4 * i]) | (static_cast<std::uint32_t>(pb.codes[4 * i + 1]) << 8) |
+             (static_cast<std::uint32_t>(pb.codes[4 * i + 2]) << 16) |
+             (static_cast<std::uint32_t>(pb.codes[4 * i + 3]) << 24);
+  return c;
+}
+template <class Format>
+QUADS_DEVICE_API packed_block<Format> block_of(const code_words<Format>& c, std::uint8_t scale) {
+  packed_block<Format> pb;
+#pragma unroll
+  for (int i = 0; i < Format::block_size / 2; ++i) pb.codes[i] = static_cast<std::uint8_t>(c.w[i / 4] >> (8 * (i % 4)));
+  pb.scale = scale;
+  return pb;
+}
+
 //! x's (and the residual's) tensor scale for a row.
 template <class Quantizer>
 struct scale_source {
@@ -128,11 +169,9 @@ struct scale_source {
   }
 };
 
-//! Quantizes block `kb` of `row` (values `v`) and its residual if selected; writes both.
-//! Blocks go through `quads::kernels::detail::quantize_block<Quantizer>` (the kernels' form of
-//! `Quantizer::quantize`: the core scale rule, and an E2M1 encoder the GPU tests check bit for
-//! bit against the core; stochastic rounding and 4/6 call `Quantizer::quantize` itself) and the
-//! residual uses `dequantize_block` (`Quantizer::decode` bit for bit).
+//! Quantizes block `kb` of `row` (values `v`) and its residual if selected; writes both. Every
+//! block goes through `Quantizer::quantize` and the residual through `residual_quantizer`
+//! (`Quantizer::decode`): the core functors themselves, the one QDQ path.
 template <class Quantizer, class Layout>
 struct rac_writer {
   using F = typename Quantizer::format;
@@ -147,7 +186,7 @@ struct rac_writer {
   int nsel;
   std::uint64_t seed;
 
-  QUADS_DEVICE_API void store_words(std::uint8_t* p, const kd::block_words<B>& q) const {
+  QUADS_DEVICE_API void store_words(std::uint8_t* p, const code_words<F>& q) const {
     if constexpr (B == 16) {
       *reinterpret_cast<uint2*>(p) = make_uint2(q.w[0], q.w[1]);
     } else {
@@ -157,28 +196,30 @@ struct rac_writer {
     }
   }
 
-  //! The residual of block `v` after `qx`, quantized with `ts_r`.
-  QUADS_DEVICE_API kd::block_words<B> residual(const float (&v)[B], const kd::block_words<B>& qx,
-                                               tensor_scale ts_x, tensor_scale ts_r, int row,
-                                               int j) const {
+  //! Q(x) of block `kb` of `row` (`Quantizer::quantize`, the one QDQ path).
+  QUADS_DEVICE_API packed_block<F> quantize_x(const float (&v)[B], tensor_scale ts_x, int row, int kb) const {
+    return Quantizer::quantize(
+        v, ts_x, bits_of<Quantizer>(seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb));
+  }
+
+  //! Q(v - QDQ(v)) with `ts_r` (`residual_quantizer`, i.e. `Quantizer::decode` and `::quantize`).
+  QUADS_DEVICE_API packed_block<F> residual(const float (&v)[B], const packed_block<F>& qx,
+                                            tensor_scale ts_x, tensor_scale ts_r, int row, int j) const {
     float r[B];
-    kd::dequantize_block<Quantizer>(qx, ts_x, r);
-#pragma unroll
-    for (int i = 0; i < B; ++i) r[i] = __fadd_rn(v[i], -r[i]);
-    return kd::quantize_block<Quantizer>(r, ts_r, seed, residual_block_index(rows, nkb, nsel, row, j));
+    residual_quantizer<Quantizer>::residual(v, qx, ts_x, r);
+    return Quantizer::quantize(r, ts_r, bits_of<Quantizer>(seed, residual_block_index(rows, nkb, nsel, row, j)));
   }
 
   QUADS_DEVICE_API void put(const float (&v)[B], int row, int kb, int j, tensor_scale ts_x,
                             tensor_scale ts_r) const {
     const std::size_t row_bytes = static_cast<std::size_t>(nkb + nsel) * (B / 2);
     std::uint8_t* out_row = data + static_cast<std::size_t>(row) * row_bytes;
-    const kd::block_words<B> qx = kd::quantize_block<Quantizer>(
-        v, ts_x, seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
-    store_words(out_row + static_cast<std::size_t>(kb) * (B / 2), qx);
+    const packed_block<F> qx = quantize_x(v, ts_x, row, kb);
+    store_words(out_row + static_cast<std::size_t>(kb) * (B / 2), words_of(qx));
     scales[layout.offset(row, kb)] = qx.scale;
     if (j >= 0) {
-      const kd::block_words<B> qr = residual(v, qx, ts_x, ts_r, row, j);
-      store_words(out_row + static_cast<std::size_t>(nkb + j) * (B / 2), qr);
+      const packed_block<F> qr = residual(v, qx, ts_x, ts_r, row, j);
+      store_words(out_row + static_cast<std::size_t>(nkb + j) * (B / 2), words_of(qr));
       scales[layout.offset(row, nkb + j)] = qr.scale;
     }
     if (kb == 0 && (scale_source<Quantizer>::per_row || row == 0)) {
@@ -223,43 +264,151 @@ struct warp_tiling {
   }
 };
 
-//! No permutation, write pass: each warp takes units of `warp_tiling`, U units per iteration.
+//! Words of one deferred residual task in shared memory: x's raw block, Q(x)'s code words, and
+//! (row, residual index, x's scale byte), stored as a structure of arrays (conflict-free).
+template <class T, int B>
+inline constexpr int task_words = B * static_cast<int>(sizeof(T)) / 4 + B / 8 + 3;
+
+//! Capacity of a warp's task ring: (U + 1) * 32 tasks when 8 warps' rings fit in 48 KiB of
+//! static shared memory (tasks then accumulate over iterations and are processed 32 at a time),
+//! else U * 32 (processed every iteration).
+template <class T, int B, int U>
+inline constexpr int task_capacity =
+    8 * (U + 1) * 32 * task_words<T, B> * 4 <= 48 * 1024 ? (U + 1) * 32 : U * 32;
+
+//! No permutation, write pass. Phase 1: consecutive lanes take consecutive blocks of the
+//! flattened (row, block) index, U blocks each (coalesced loads and stores, as the plain quantize
+//! kernel), and write Q(x); a selected block is appended to the warp's task ring in shared
+//! memory (ballot + popc). Phase 2: whenever 32 tasks are pending, the warp's lanes take one each
+//! (dequantize Q(x), residual, quantize it, write Q(r)), so the scattered selection neither
+//! serialises the residual work nor leaves lanes idle.
 template <class Quantizer, class Layout, class T>
-__global__ void __launch_bounds__(rac_threads)
-    rac_plain_kernel(const T* x, std::int64_t row_stride, warp_tiling tiles, const int* slot,
-                     scale_source<Quantizer> src, rac_writer<Quantizer, Layout> w) {
+__global__ void __launch_bounds__(rac_threads, 4)
+    rac_plain_kernel(const T* x, std::int64_t row_stride, kd::fast_divmod nkb_div,
+                     std::uint32_t total, const int* slot, scale_source<Quantizer> src,
+                     rac_writer<Quantizer, Layout> w) {
+  using F = typename Quantizer::format;
   constexpr int B = Quantizer::block_size;
-  constexpr int U = kd::blocks_per_iteration<T, B>;
+  constexpr int U = rac_unroll<T, B>;
+  constexpr int RW = B * static_cast<int>(sizeof(T)) / 4;  // raw words per block
+  constexpr int TW = task_words<T, B>;
+  constexpr int CAP = task_capacity<T, B, U>;
+  constexpr bool ring = CAP > U * 32;
   constexpr bool per_row = scale_source<Quantizer>::per_row;
+  __shared__ std::uint32_t tasks[rac_threads / 32][CAP * TW];
+  std::uint32_t* my = tasks[threadIdx.x >> 5];
   tensor_scale ts_x{}, ts_r{};
   if constexpr (!per_row) {
     ts_x = src.x(0);
     ts_r = src.r(0, ts_x);
   }
-  const std::uint32_t lane = threadIdx.x & 31u;
-  const std::uint32_t nwarps = (gridDim.x * blockDim.x) >> 5;
-  for (std::uint32_t u = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < tiles.units; u += U * nwarps) {
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const std::uint32_t stride = gridDim.x * blockDim.x;
+  const std::uint32_t row_bytes = static_cast<std::uint32_t>(w.nkb + w.nsel) * (B / 2);
+
+  // Task p: word i at my[i * CAP + p] (structure of arrays: lanes hit consecutive words).
+  auto process = [&](int p) {
+    const std::uint32_t* t = my + p;
+    kd::raw_block<T, B> rb;
+    std::uint32_t* rw = reinterpret_cast<std::uint32_t*>(&rb);
+#pragma unroll
+    for (int i = 0; i < RW; ++i) rw[i] = t[i * CAP];
+    code_words<F> cw;
+#pragma unroll
+    for (int i = 0; i < B / 8; ++i) cw.w[i] = t[(RW + i) * CAP];
+    const int r = static_cast<int>(t[(RW + B / 8) * CAP]);
+    const int j = static_cast<int>(t[(RW + B / 8 + 1) * CAP]);
+    const packed_block<F> qx = block_of(cw, static_cast<std::uint8_t>(t[(RW + B / 8 + 2) * CAP]));
+    float v[B];
+    kd::widen(rb, v);
+    tensor_scale tx = ts_x, tr = ts_r;
+    if constexpr (per_row) {
+      tx = src.x(r);
+      tr = src.r(r, tx);
+    }
+    const packed_block<F> qr = w.residual(v, qx, tx, tr, r, j);
+    w.store_words(w.data + static_cast<std::size_t>(r) * row_bytes + static_cast<std::size_t>(w.nkb + j) * (B / 2),
+                  words_of(qr));
+    w.scales[w.layout.offset(r, w.nkb + j)] = qr.scale;
+  };
+
+  int head = 0, pending = 0;  // warp-uniform ring state
+  // Warp-uniform loop: every lane runs every iteration (ballots need the whole warp).
+  for (std::uint32_t base = (blockIdx.x * blockDim.x) + (threadIdx.x & ~31u); base < total;
+       base += U * stride) {
     kd::raw_block<T, B> raw[U];
-    int row[U], kb[U];
+    std::uint32_t row[U], kb[U];
     bool in[U];
 #pragma unroll
     for (int q = 0; q < U; ++q) {
-      const std::uint32_t uq = u + q * nwarps;
-      in[q] = uq < tiles.units && tiles.at(uq, lane, row[q], kb[q]);
-      if (in[q]) kd::load_raw<T, B>(x + row[q] * row_stride + static_cast<std::int64_t>(kb[q]) * B, raw[q]);
+      const std::uint32_t u = base + q * stride + static_cast<std::uint32_t>(lane);
+      in[q] = u < total;
+      if (in[q]) {
+        nkb_div.divmod(u, row[q], kb[q]);
+        kd::load_raw<T, B>(x + row[q] * row_stride + static_cast<std::int64_t>(kb[q]) * B, raw[q]);
+      }
     }
 #pragma unroll
     for (int q = 0; q < U; ++q) {
+      int j = -1;
+      int r = 0;
+      packed_block<F> qx;
       if (in[q]) {
         float v[B];
         kd::widen(raw[q], v);
+        r = static_cast<int>(row[q]);
         if constexpr (per_row) {
-          ts_x = src.x(row[q]);
-          ts_r = src.r(row[q], ts_x);
+          ts_x = src.x(r);
+          ts_r = src.r(r, ts_x);
         }
-        w.put(v, row[q], kb[q], __ldg(slot + kb[q]), ts_x, ts_r);
+        j = __ldg(slot + kb[q]);
+        qx = w.quantize_x(v, ts_x, r, static_cast<int>(kb[q]));
+        w.store_words(w.data + static_cast<std::size_t>(r) * row_bytes + static_cast<std::size_t>(kb[q]) * (B / 2),
+                      words_of(qx));
+        w.scales[w.layout.offset(r, static_cast<int>(kb[q]))] = qx.scale;
+        if (kb[q] == 0 && (per_row || r == 0)) {
+          const int at = per_row ? r : 0;
+          if (w.x_scales != nullptr) w.x_scales[at] = ts_x;
+          if (w.r_scales != nullptr) w.r_scales[at] = ts_r;
+        }
       }
+      const std::uint32_t sel_mask = __ballot_sync(0xffffffffu, j >= 0);
+      if (j >= 0) {
+        int p = head + pending + __popc(sel_mask & ((1u << lane) - 1u));
+        if (p >= CAP) p -= CAP;
+        std::uint32_t* t = my + p;
+        const std::uint32_t* rw = reinterpret_cast<const std::uint32_t*>(&raw[q]);
+#pragma unroll
+        for (int i = 0; i < RW; ++i) t[i * CAP] = rw[i];
+        const code_words<F> cw = words_of(qx);
+#pragma unroll
+        for (int i = 0; i < B / 8; ++i) t[(RW + i) * CAP] = cw.w[i];
+        t[(RW + B / 8) * CAP] = static_cast<std::uint32_t>(r);
+        t[(RW + B / 8 + 1) * CAP] = static_cast<std::uint32_t>(j);
+        t[(RW + B / 8 + 2) * CAP] = qx.scale;
+      }
+      pending += __popc(sel_mask);
     }
+    __syncwarp();
+    if constexpr (ring) {
+      while (pending >= 32) {
+        int p = head + lane;
+        if (p >= CAP) p -= CAP;
+        process(p);
+        head += 32;
+        if (head >= CAP) head -= CAP;
+        pending -= 32;
+      }
+    } else {
+      for (int p = lane; p < pending; p += 32) process(p);
+      pending = 0;
+    }
+    __syncwarp();  // processed slots are rewritten by later appends
+  }
+  if (lane < pending) {  // the ring's remainder (fewer than 32 tasks)
+    int p = head + lane;
+    if (p >= CAP) p -= CAP;
+    process(p);
   }
 }
 
@@ -283,7 +432,7 @@ __global__ void __launch_bounds__(rac_threads)
     kd::load_raw<T, B>(x + row * row_stride + static_cast<std::int64_t>(kb) * B, raw);
     float v[B];
     kd::widen(raw, v);
-    const auto bx = kd::block_bits<Quantizer>(
+    const auto bx = bits_of<Quantizer>(
         seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
     const float a = residual_quantizer<Quantizer>::residual_amax(v, src.x(row), bx);
     if constexpr (per_row) kd::atomic_max_nonneg(r_amax + row, a);
@@ -323,7 +472,7 @@ __global__ void __launch_bounds__(rac_threads)
       for (int i = 0; i < B; ++i)
         v[i] = ::quads::kernels::detail::to_float(srow[__ldg(order + kb * B + i)]);
       if constexpr (AmaxOnly) {
-        const auto bx = kd::block_bits<Quantizer>(
+        const auto bx = bits_of<Quantizer>(
             w.seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
         const float a = residual_quantizer<Quantizer>::residual_amax(v, ts_x, bx);
         if constexpr (per_row) kd::atomic_max_nonneg(r_amax + row, a);
@@ -440,12 +589,12 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
     }
   }
   if (sel.order == nullptr) {
-    constexpr int U = kd::blocks_per_iteration<T, B>;
-    const auto tiles = detail::warp_tiling::make(rows, nkb);
+    constexpr int U = detail::rac_unroll<T, B>;
+    const std::uint32_t total = static_cast<std::uint32_t>(rows) * static_cast<std::uint32_t>(nkb);
     constexpr auto kernel = detail::rac_plain_kernel<Quantizer, Layout, T>;
-    const unsigned grid = kd::grid_for<kernel>(
-        detail::rac_threads, (std::uint64_t{tiles.units} + U - 1) / U * 32, 8);
-    kernel<<<grid, detail::rac_threads, 0, stream>>>(x, stride, tiles, sel.slot, src, w);
+    const unsigned grid = kd::grid_for<kernel>(detail::rac_threads, (std::uint64_t{total} + U - 1) / U, 8);
+    kernel<<<grid, detail::rac_threads, 0, stream>>>(x, stride, kd::fast_divmod(static_cast<std::uint32_t>(nkb)),
+                                                     total, sel.slot, src, w);
   } else {
     constexpr auto kernel = detail::rac_gather_kernel<Quantizer, Layout, T, false>;
     if (const cudaError_t e = detail::allow_smem<kernel>(smem); e != cudaSuccess)
