@@ -20,14 +20,6 @@
 #  error "quads/kernels/*.cuh need nvcc (CUDA C++)"
 #endif
 
-// Workaround (core bug, reported): float_bits.hpp calls __builtin_assoc_barrier when the host
-// compiler has it (g++ >= 12), but nvcc's front end (cudafe++) does not know the builtin, so every
-// .cu file including it fails. In nvcc's host pass, plain parentheses keep the product rounded
-// (nvcc's host compiler is not given -mfma). Include quads/kernels headers first.
-#if defined(__CUDACC__) && !defined(__CUDA_ARCH__) && !defined(__builtin_assoc_barrier)
-#  define __builtin_assoc_barrier(x) (x)
-#endif
-
 #include <quads/config.hpp>
 
 #include <quads/layout/scale_layouts.hpp>
