@@ -11,11 +11,6 @@
 //! the cost of that pass. The plain quantize kernel of include/quads/kernels (no residual) and a
 //! cudaMemcpyAsync of the same bytes run in the same binary for comparison.
 
-// Workaround (core bug, reported): float_bits.hpp's __builtin_assoc_barrier under nvcc's host
-// front end (see test/compensation/gpu_test.cu).
-#if defined(__CUDACC__) && !defined(__builtin_assoc_barrier)
-#  define __builtin_assoc_barrier(x) (x)
-#endif
 
 #include "../gpu/suites.hpp"
 #include "../gpu/timing.cuh"

@@ -6,13 +6,6 @@
 //!        and argument errors. Exits 77 (SKIP) without a usable GPU.
 #define DOCTEST_CONFIG_IMPLEMENT
 
-// Workaround (core bug, reported): since 0a0cfe1 float_bits.hpp calls __builtin_assoc_barrier
-// when __has_builtin says so; under nvcc the host g++ preprocessor says yes but nvcc 13's own
-// front end does not know the builtin. Host code here is built without -mfma, so the identity
-// loses nothing.
-#if defined(__CUDACC__) && !defined(__builtin_assoc_barrier)
-#  define __builtin_assoc_barrier(x) (x)
-#endif
 #include <doctest/doctest.h>
 
 #include <quads/compensation/compensation.hpp>

@@ -23,13 +23,6 @@
 //! `residual_scale::own` (their residual amax).
 #pragma once
 
-// Workaround (core bug, reported): float_bits.hpp calls __builtin_assoc_barrier when
-// __has_builtin says so; under nvcc the host g++ preprocessor says yes but nvcc 13's front end
-// does not know the builtin. Defined before any core header is included (as kernels/common.cuh
-// does), so this header compiles first or alone.
-#if defined(__CUDACC__) && !defined(__CUDA_ARCH__) && !defined(__builtin_assoc_barrier)
-#  define __builtin_assoc_barrier(x) (x)
-#endif
 
 #include <quads/compensation/calibration.hpp>
 #include <quads/compensation/residual.hpp>
