@@ -11,7 +11,6 @@
 //! the cost of that pass. The plain quantize kernel of include/quads/kernels (no residual) and a
 //! cudaMemcpyAsync of the same bytes run in the same binary for comparison.
 
-
 #include "../gpu/suites.hpp"
 #include "../gpu/timing.cuh"
 

@@ -23,7 +23,6 @@
 //! `residual_scale::own` (their residual amax).
 #pragma once
 
-
 #include <quads/compensation/calibration.hpp>
 #include <quads/compensation/residual.hpp>
 #include <quads/compensation/selection.hpp>
