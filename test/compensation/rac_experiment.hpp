@@ -79,7 +79,8 @@ std::vector<rac_row> rac_table(const rac_experiment& e, const qc::channel_statis
     rows.push_back(row);
   };
   for (auto rs : {qc::residual_scale::shared, qc::residual_scale::own})
-    for (auto p : {qc::permutation::none, qc::permutation::selected_to_end, qc::permutation::sorted}) {
+    for (auto p :
+         {qc::permutation::none, qc::permutation::selected_to_end, qc::permutation::sorted}) {
       run(qc::by_quant_error{}, p, rs);
       run(qc::by_max_abs{}, p, rs);
       run(qc::random_channels{12345}, p, rs);
@@ -87,13 +88,16 @@ std::vector<rac_row> rac_table(const rac_experiment& e, const qc::channel_statis
   std::printf("\n%s (K=%d, N=%d, %d calibration / %d evaluation tokens)\n\n", title, e.K, e.N,
               e.rows_cal, e.rows_eval);
   std::printf("| selector | permutation | residual scale |");
-  for (double r : rac_ratios()) std::printf(" %g %% |", 100 * r);
+  for (double r : rac_ratios())
+    std::printf(" %g %% |", 100 * r);
   std::printf(" 0%% / 100%% |\n|---|---|---|");
-  for (std::size_t i = 0; i <= rac_ratios().size(); ++i) std::printf("---|");
+  for (std::size_t i = 0; i <= rac_ratios().size(); ++i)
+    std::printf("---|");
   std::printf("\n");
   for (const auto& r : rows) {
     std::printf("| %s | %s | %s |", r.selector.c_str(), r.perm.c_str(), r.residual.c_str());
-    for (double v : r.err) std::printf(" %.3f %% |", 100 * v);
+    for (double v : r.err)
+      std::printf(" %.3f %% |", 100 * v);
     std::printf(" %.1fx |\n", r.err.front() / r.err.back());
   }
   std::fflush(stdout);

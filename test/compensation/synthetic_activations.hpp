@@ -28,14 +28,15 @@ struct activation_model {
   double spike_probability = 5e-4;
   double spike_min = 10.0;
   double spike_max = 30.0;
-  std::vector<double> scale;        //!< per channel
+  std::vector<double> scale; //!< per channel
   std::vector<int> outlier_channels;
 
   //! Draws the per-channel scales and outlier channels (at least one outlier channel).
   void draw(std::mt19937_64& g) {
     std::normal_distribution<double> n(0.0, channel_sigma);
     scale.assign(static_cast<std::size_t>(channels), 1.0);
-    for (double& s : scale) s = std::exp(n(g));
+    for (double& s : scale)
+      s = std::exp(n(g));
     int count = static_cast<int>(std::lround(outlier_fraction * channels));
     if (count < 1) count = 1;
     std::uniform_int_distribution<int> pick(0, channels - 1);
@@ -44,7 +45,8 @@ struct activation_model {
     while (static_cast<int>(outlier_channels.size()) < count) {
       const int c = pick(g);
       bool dup = false;
-      for (int o : outlier_channels) dup = dup || o == c;
+      for (int o : outlier_channels)
+        dup = dup || o == c;
       if (dup) continue;
       outlier_channels.push_back(c);
       scale[static_cast<std::size_t>(c)] *= mult(g);
@@ -74,7 +76,8 @@ inline std::vector<float> random_weight(int n, int k, std::mt19937_64& g) {
   std::vector<float> w(static_cast<std::size_t>(n) * k);
   for (int i = 0; i < n; ++i) {
     const double s = 0.02 * std::exp(row(g));
-    for (int j = 0; j < k; ++j) w[static_cast<std::size_t>(i) * k + j] = static_cast<float>(d(g) * s);
+    for (int j = 0; j < k; ++j)
+      w[static_cast<std::size_t>(i) * k + j] = static_cast<float>(d(g) * s);
   }
   return w;
 }

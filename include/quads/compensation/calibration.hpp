@@ -88,7 +88,8 @@ public:
     constexpr quant_options O = Quantizer::options;
     tensor_scale ts = given;
     if constexpr (format::has_tensor_scale && O.global == global_scale::per_tensor)
-      ts = make_tensor_scale<format, O>(block_quantizer<format, O>::amax(x.data(), static_cast<int>(x.size())));
+      ts = make_tensor_scale<format, O>(
+          block_quantizer<format, O>::amax(x.data(), static_cast<int>(x.size())));
     else if constexpr (!format::has_tensor_scale)
       ts = tensor_scale{};
     constexpr int B = block_size;
@@ -118,9 +119,11 @@ public:
         }
       }
       for (int k = 0; k < K; ++k) {
-        stats_.sq_error[static_cast<std::size_t>(k)] += static_cast<double>(err[static_cast<std::size_t>(k)]);
+        stats_.sq_error[static_cast<std::size_t>(k)] +=
+            static_cast<double>(err[static_cast<std::size_t>(k)]);
         stats_.max_abs[static_cast<std::size_t>(k)] =
-            std::fmax(stats_.max_abs[static_cast<std::size_t>(k)], static_cast<double>(mx[static_cast<std::size_t>(k)]));
+            std::fmax(stats_.max_abs[static_cast<std::size_t>(k)],
+                      static_cast<double>(mx[static_cast<std::size_t>(k)]));
       }
     }
     stats_.tokens += rows;
@@ -130,8 +133,10 @@ public:
   void decay(double factor) {
     if (!(factor >= 0.0 && factor <= 1.0))
       throw std::invalid_argument("quads: calibrator::decay factor must lie in [0, 1]");
-    for (double& v : stats_.sq_error) v *= factor;
-    for (double& v : stats_.max_abs) v *= factor;
+    for (double& v : stats_.sq_error)
+      v *= factor;
+    for (double& v : stats_.max_abs)
+      v *= factor;
     stats_.tokens *= factor;
   }
 

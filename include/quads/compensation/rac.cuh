@@ -52,7 +52,7 @@ struct device_selection {
 
 //! The host arrays behind a `device_selection` (copy them to the device yourself).
 struct selection_tables {
-  std::vector<int> order;  //!< empty when not permuted
+  std::vector<int> order; //!< empty when not permuted
   std::vector<int> slot;
   std::vector<int> blocks;
 };
@@ -75,7 +75,8 @@ struct rac_view {
 //! Options of `rac_quantize`. `given`: device pointer to x's tensor scale (one entry) for
 //! `global_scale::given`. `workspace`: `rac_workspace_floats(rows)` device floats (amax of x for
 //! per_tensor / per_row, and of r_S for `own`); unused (may be null) with a given scale and
-//! `shared`. `seed`: stochastic rounding (x blocks as `reference::quantize`, residual blocks after).
+//! `shared`. `seed`: stochastic rounding (x blocks as `reference::quantize`, residual blocks
+//! after).
 struct rac_args {
   residual_scale residual = residual_scale::shared;
   const tensor_scale* given = nullptr;
@@ -96,7 +97,7 @@ inline constexpr int rac_threads = 256;
 //! Blocks per thread per iteration: two when a block's input is at most 32 bytes (more loads in
 //! flight), else one.
 template <class T, int B>
-inline constexpr int rac_unroll = B * static_cast<int>(sizeof(T)) <= 32 ? 2 : 1;
+inline constexpr int rac_unroll = B* static_cast<int>(sizeof(T)) <= 32 ? 2 : 1;
 
 //! Random bits of block `index` (stochastic rounding only), as `reference::quantize` draws them.
 template <class Quantizer>
@@ -120,7 +121,8 @@ QUADS_DEVICE_API code_words<Format> words_of(const packed_block<Format>& pb) {
   code_words<Format> c;
 #pragma unroll
   for (int i = 0; i < Format::block_size / 8; ++i)
-    c.w[i] = static_cast<std::uint32_t>(pb.codes[4 * i]) | (static_cast<std::uint32_t>(pb.codes[4 * i + 1]) << 8) |
+    c.w[i] = static_cast<std::uint32_t>(pb.codes[4 * i]) |
+             (static_cast<std::uint32_t>(pb.codes[4 * i + 1]) << 8) |
              (static_cast<std::uint32_t>(pb.codes[4 * i + 2]) << 16) |
              (static_cast<std::uint32_t>(pb.codes[4 * i + 3]) << 24);
   return c;
@@ -129,7 +131,8 @@ template <class Format>
 QUADS_DEVICE_API packed_block<Format> block_of(const code_words<Format>& c, std::uint8_t scale) {
   packed_block<Format> pb;
 #pragma unroll
-  for (int i = 0; i < Format::block_size / 2; ++i) pb.codes[i] = static_cast<std::uint8_t>(c.w[i / 4] >> (8 * (i % 4)));
+  for (int i = 0; i < Format::block_size / 2; ++i)
+    pb.codes[i] = static_cast<std::uint8_t>(c.w[i / 4] >> (8 * (i % 4)));
   pb.scale = scale;
   return pb;
 }
@@ -138,12 +141,12 @@ QUADS_DEVICE_API packed_block<Format> block_of(const code_words<Format>& c, std:
 template <class Quantizer>
 struct scale_source {
   const tensor_scale* given = nullptr;
-  const float* x_amax = nullptr;  //!< 1 or rows (per_row)
-  const float* r_amax = nullptr;  //!< `own` only: 1 or rows
+  const float* x_amax = nullptr; //!< 1 or rows (per_row)
+  const float* r_amax = nullptr; //!< `own` only: 1 or rows
   bool own = false;
 
-  static constexpr bool per_row = Quantizer::format::has_tensor_scale &&
-                                  Quantizer::options.global == global_scale::per_row;
+  static constexpr bool per_row =
+      Quantizer::format::has_tensor_scale && Quantizer::options.global == global_scale::per_row;
 
   QUADS_DEVICE_API tensor_scale x(int row) const {
     using F = typename Quantizer::format;
@@ -180,7 +183,7 @@ struct rac_writer {
   std::uint8_t* scales;
   tensor_scale* x_scales;
   tensor_scale* r_scales;
-  Layout layout;  //!< {rows, K'/B}
+  Layout layout; //!< {rows, K'/B}
   int rows;
   int nkb;
   int nsel;
@@ -192,22 +195,28 @@ struct rac_writer {
     } else {
 #pragma unroll
       for (int i = 0; i < B / 32; ++i)
-        reinterpret_cast<uint4*>(p)[i] = make_uint4(q.w[4 * i], q.w[4 * i + 1], q.w[4 * i + 2], q.w[4 * i + 3]);
+        reinterpret_cast<uint4*>(p)[i] =
+            make_uint4(q.w[4 * i], q.w[4 * i + 1], q.w[4 * i + 2], q.w[4 * i + 3]);
     }
   }
 
   //! Q(x) of block `kb` of `row` (`Quantizer::quantize`, the one QDQ path).
-  QUADS_DEVICE_API packed_block<F> quantize_x(const float (&v)[B], tensor_scale ts_x, int row, int kb) const {
+  QUADS_DEVICE_API packed_block<F> quantize_x(const float (&v)[B], tensor_scale ts_x, int row,
+                                              int kb) const {
     return Quantizer::quantize(
-        v, ts_x, bits_of<Quantizer>(seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb));
+        v, ts_x,
+        bits_of<Quantizer>(seed,
+                           static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb));
   }
 
   //! Q(v - QDQ(v)) with `ts_r` (`residual_quantizer`, i.e. `Quantizer::decode` and `::quantize`).
   QUADS_DEVICE_API packed_block<F> residual(const float (&v)[B], const packed_block<F>& qx,
-                                            tensor_scale ts_x, tensor_scale ts_r, int row, int j) const {
+                                            tensor_scale ts_x, tensor_scale ts_r, int row,
+                                            int j) const {
     float r[B];
     residual_quantizer<Quantizer>::residual(v, qx, ts_x, r);
-    return Quantizer::quantize(r, ts_r, bits_of<Quantizer>(seed, residual_block_index(rows, nkb, nsel, row, j)));
+    return Quantizer::quantize(
+        r, ts_r, bits_of<Quantizer>(seed, residual_block_index(rows, nkb, nsel, row, j)));
   }
 
   QUADS_DEVICE_API void put(const float (&v)[B], int row, int kb, int j, tensor_scale ts_x,
@@ -241,14 +250,15 @@ QUADS_DEVICE_API void reduce_amax_to(float m, float* dst, float* red) {
 //! selected / not-selected branch is uniform across it (selection is per column).
 struct warp_tiling {
   int rows;
-  int cols;             //!< blocks per row of the work (nkb, or nsel for the amax pass)
-  std::uint32_t log_r;  //!< R = 2^log_r rows per warp
+  int cols;            //!< blocks per row of the work (nkb, or nsel for the amax pass)
+  std::uint32_t log_r; //!< R = 2^log_r rows per warp
   std::uint32_t col_groups;
-  std::uint32_t units;  //!< warps' worth of work
+  std::uint32_t units; //!< warps' worth of work
 
   static warp_tiling make(int rows, int cols) {
     std::uint32_t lr = 0;
-    while ((1 << lr) < rows && lr < 5) ++lr;
+    while ((1 << lr) < rows && lr < 5)
+      ++lr;
     const std::uint32_t c = 32u >> lr;
     const std::uint32_t groups = (static_cast<std::uint32_t>(cols) + c - 1) / c;
     const std::uint32_t row_groups = (static_cast<std::uint32_t>(rows) + (1u << lr) - 1) >> lr;
@@ -267,14 +277,15 @@ struct warp_tiling {
 //! Words of one deferred residual task in shared memory: x's raw block, Q(x)'s code words, and
 //! (row, residual index, x's scale byte), stored as a structure of arrays (conflict-free).
 template <class T, int B>
-inline constexpr int task_words = B * static_cast<int>(sizeof(T)) / 4 + B / 8 + 3;
+inline constexpr int task_words = B* static_cast<int>(sizeof(T)) / 4 + B / 8 + 3;
 
 //! Capacity of a warp's task ring: (U + 1) * 32 tasks when 8 warps' rings fit in 48 KiB of
 //! static shared memory (tasks then accumulate over iterations and are processed 32 at a time),
 //! else U * 32 (processed every iteration).
 template <class T, int B, int U>
-inline constexpr int task_capacity =
-    8 * (U + 1) * 32 * task_words<T, B> * 4 <= 48 * 1024 ? (U + 1) * 32 : U * 32;
+inline constexpr int task_capacity = 8 * (U + 1) * 32 * task_words<T, B> * 4 <= 48 * 1024
+                                         ? (U + 1) * 32
+                                         : U * 32;
 
 //! No permutation, write pass. Phase 1: consecutive lanes take consecutive blocks of the
 //! flattened (row, block) index, U blocks each (coalesced loads and stores, as the plain quantize
@@ -290,7 +301,7 @@ __global__ void __launch_bounds__(rac_threads, 4)
   using F = typename Quantizer::format;
   constexpr int B = Quantizer::block_size;
   constexpr int U = rac_unroll<T, B>;
-  constexpr int RW = B * static_cast<int>(sizeof(T)) / 4;  // raw words per block
+  constexpr int RW = B * static_cast<int>(sizeof(T)) / 4; // raw words per block
   constexpr int TW = task_words<T, B>;
   constexpr int CAP = task_capacity<T, B, U>;
   constexpr bool ring = CAP > U * 32;
@@ -312,10 +323,12 @@ __global__ void __launch_bounds__(rac_threads, 4)
     kd::raw_block<T, B> rb;
     std::uint32_t* rw = reinterpret_cast<std::uint32_t*>(&rb);
 #pragma unroll
-    for (int i = 0; i < RW; ++i) rw[i] = t[i * CAP];
+    for (int i = 0; i < RW; ++i)
+      rw[i] = t[i * CAP];
     code_words<F> cw;
 #pragma unroll
-    for (int i = 0; i < B / 8; ++i) cw.w[i] = t[(RW + i) * CAP];
+    for (int i = 0; i < B / 8; ++i)
+      cw.w[i] = t[(RW + i) * CAP];
     const int r = static_cast<int>(t[(RW + B / 8) * CAP]);
     const int j = static_cast<int>(t[(RW + B / 8 + 1) * CAP]);
     const packed_block<F> qx = block_of(cw, static_cast<std::uint8_t>(t[(RW + B / 8 + 2) * CAP]));
@@ -327,12 +340,13 @@ __global__ void __launch_bounds__(rac_threads, 4)
       tr = src.r(r, tx);
     }
     const packed_block<F> qr = w.residual(v, qx, tx, tr, r, j);
-    w.store_words(w.data + static_cast<std::size_t>(r) * row_bytes + static_cast<std::size_t>(w.nkb + j) * (B / 2),
+    w.store_words(w.data + static_cast<std::size_t>(r) * row_bytes +
+                      static_cast<std::size_t>(w.nkb + j) * (B / 2),
                   words_of(qr));
     w.scales[w.layout.offset(r, w.nkb + j)] = qr.scale;
   };
 
-  int head = 0, pending = 0;  // warp-uniform ring state
+  int head = 0, pending = 0; // warp-uniform ring state
   // Warp-uniform loop: every lane runs every iteration (ballots need the whole warp).
   for (std::uint32_t base = (blockIdx.x * blockDim.x) + (threadIdx.x & ~31u); base < total;
        base += U * stride) {
@@ -363,7 +377,8 @@ __global__ void __launch_bounds__(rac_threads, 4)
         }
         j = __ldg(slot + kb[q]);
         qx = w.quantize_x(v, ts_x, r, static_cast<int>(kb[q]));
-        w.store_words(w.data + static_cast<std::size_t>(r) * row_bytes + static_cast<std::size_t>(kb[q]) * (B / 2),
+        w.store_words(w.data + static_cast<std::size_t>(r) * row_bytes +
+                          static_cast<std::size_t>(kb[q]) * (B / 2),
                       words_of(qx));
         w.scales[w.layout.offset(r, static_cast<int>(kb[q]))] = qx.scale;
         if (kb[q] == 0 && (per_row || r == 0)) {
@@ -379,10 +394,12 @@ __global__ void __launch_bounds__(rac_threads, 4)
         std::uint32_t* t = my + p;
         const std::uint32_t* rw = reinterpret_cast<const std::uint32_t*>(&raw[q]);
 #pragma unroll
-        for (int i = 0; i < RW; ++i) t[i * CAP] = rw[i];
+        for (int i = 0; i < RW; ++i)
+          t[i * CAP] = rw[i];
         const code_words<F> cw = words_of(qx);
 #pragma unroll
-        for (int i = 0; i < B / 8; ++i) t[(RW + i) * CAP] = cw.w[i];
+        for (int i = 0; i < B / 8; ++i)
+          t[(RW + i) * CAP] = cw.w[i];
         t[(RW + B / 8) * CAP] = static_cast<std::uint32_t>(r);
         t[(RW + B / 8 + 1) * CAP] = static_cast<std::uint32_t>(j);
         t[(RW + B / 8 + 2) * CAP] = qx.scale;
@@ -400,12 +417,13 @@ __global__ void __launch_bounds__(rac_threads, 4)
         pending -= 32;
       }
     } else {
-      for (int p = lane; p < pending; p += 32) process(p);
+      for (int p = lane; p < pending; p += 32)
+        process(p);
       pending = 0;
     }
-    __syncwarp();  // processed slots are rewritten by later appends
+    __syncwarp(); // processed slots are rewritten by later appends
   }
-  if (lane < pending) {  // the ring's remainder (fewer than 32 tasks)
+  if (lane < pending) { // the ring's remainder (fewer than 32 tasks)
     int p = head + lane;
     if (p >= CAP) p -= CAP;
     process(p);
@@ -424,7 +442,8 @@ __global__ void __launch_bounds__(rac_threads)
   float m = 0.0f;
   const std::uint32_t lane = threadIdx.x & 31u;
   const std::uint32_t nwarps = (gridDim.x * blockDim.x) >> 5;
-  for (std::uint32_t u = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < tiles.units; u += nwarps) {
+  for (std::uint32_t u = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < tiles.units;
+       u += nwarps) {
     int row, j;
     if (!tiles.at(u, lane, row, j)) continue;
     const int kb = __ldg(blocks + j);
@@ -435,8 +454,10 @@ __global__ void __launch_bounds__(rac_threads)
     const auto bx = bits_of<Quantizer>(
         seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
     const float a = residual_quantizer<Quantizer>::residual_amax(v, src.x(row), bx);
-    if constexpr (per_row) kd::atomic_max_nonneg(r_amax + row, a);
-    else m = fmaxf(m, a);
+    if constexpr (per_row)
+      kd::atomic_max_nonneg(r_amax + row, a);
+    else
+      m = fmaxf(m, a);
   }
   if constexpr (!per_row) reduce_amax_to(m, r_amax, red);
 }
@@ -459,7 +480,8 @@ __global__ void __launch_bounds__(rac_threads)
   float m = 0.0f;
   for (int row = static_cast<int>(blockIdx.x); row < rows; row += static_cast<int>(gridDim.x)) {
     const uint4* src_row = reinterpret_cast<const uint4*>(x + row * row_stride);
-    for (int i = t; i < words; i += n) smem_words[i] = src_row[i];
+    for (int i = t; i < words; i += n)
+      smem_words[i] = src_row[i];
     __syncthreads();
     const tensor_scale ts_x = src.x(row);
     const int units = AmaxOnly ? w.nsel : nkb;
@@ -475,13 +497,15 @@ __global__ void __launch_bounds__(rac_threads)
         const auto bx = bits_of<Quantizer>(
             w.seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
         const float a = residual_quantizer<Quantizer>::residual_amax(v, ts_x, bx);
-        if constexpr (per_row) kd::atomic_max_nonneg(r_amax + row, a);
-        else m = fmaxf(m, a);
+        if constexpr (per_row)
+          kd::atomic_max_nonneg(r_amax + row, a);
+        else
+          m = fmaxf(m, a);
       } else {
         w.put(v, row, kb, __ldg(slot + kb), ts_x, ts_r);
       }
     }
-    __syncthreads();  // the row buffer is reused
+    __syncthreads(); // the row buffer is reused
   }
   if constexpr (AmaxOnly && !per_row) reduce_amax_to(m, r_amax, red);
 }
@@ -522,8 +546,8 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
   if (sel.selected_blocks < 0 || sel.selected_blocks > K / B)
     return kd::fail("quads: rac_quantize: selected_blocks must lie in [0, K / B]");
   if (rows == 0 || K == 0) return kd::ok();
-  if (x == nullptr || !kd::aligned(x, 16) || (stride * static_cast<std::int64_t>(sizeof(T))) % 16 != 0 ||
-      stride < K)
+  if (x == nullptr || !kd::aligned(x, 16) ||
+      (stride * static_cast<std::int64_t>(sizeof(T))) % 16 != 0 || stride < K)
     return kd::fail("quads: rac_quantize: x must be 16-byte aligned with row_stride * sizeof(T) a "
                     "multiple of 16 bytes and row_stride >= K");
   if (sel.slot == nullptr || (sel.selected_blocks > 0 && sel.blocks == nullptr))
@@ -556,29 +580,33 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
       return kd::fail(cudaGetErrorString(e), e);
     kd::enqueue_tensor_amax(x, shape, x_amax, stream);
   } else if constexpr (per_row) {
-    if (const cudaError_t e = ::quads::kernels::row_amax(x, shape, x_amax, stream); e != cudaSuccess)
+    if (const cudaError_t e = ::quads::kernels::row_amax(x, shape, x_amax, stream);
+        e != cudaSuccess)
       return e;
   }
   const detail::scale_source<Quantizer> src{args.given, x_amax, r_amax, own};
   const Layout layout{rows, Kp / B};
-  const detail::rac_writer<Quantizer, Layout> w{out.data, out.scales, out.x_scales, out.r_scales,
-                                                layout, rows, nkb, nsel, args.seed};
+  const detail::rac_writer<Quantizer, Layout> w{
+      out.data, out.scales, out.x_scales, out.r_scales, layout, rows, nkb, nsel, args.seed};
   if constexpr (std::is_same_v<Layout, swizzled_128x4>) {
-    if (const cudaError_t e = cudaMemsetAsync(out.scales, 0, layout.size(), stream); e != cudaSuccess)
+    if (const cudaError_t e = cudaMemsetAsync(out.scales, 0, layout.size(), stream);
+        e != cudaSuccess)
       return kd::fail(cudaGetErrorString(e), e);
   }
   const int sms = kd::sm_count() > 0 ? kd::sm_count() : 132;
-  if (own) {  // zeroed even without selected blocks: the residual scale is then make_tensor_scale(0)
-    if (const cudaError_t e = cudaMemsetAsync(r_amax, 0, sizeof(float) * n_scales, stream); e != cudaSuccess)
+  if (own) { // zeroed even without selected blocks: the residual scale is then make_tensor_scale(0)
+    if (const cudaError_t e = cudaMemsetAsync(r_amax, 0, sizeof(float) * n_scales, stream);
+        e != cudaSuccess)
       return kd::fail(cudaGetErrorString(e), e);
   }
   if (own && nsel > 0) {
     if (sel.order == nullptr) {
       const auto tiles = detail::warp_tiling::make(rows, nsel);
       constexpr auto kernel = detail::rac_plain_amax_kernel<Quantizer, T>;
-      const unsigned grid = kd::grid_for<kernel>(detail::rac_threads, std::uint64_t{tiles.units} * 32, 8);
-      kernel<<<grid, detail::rac_threads, 0, stream>>>(x, stride, tiles, nkb, sel.blocks, src, r_amax,
-                                                       args.seed);
+      const unsigned grid =
+          kd::grid_for<kernel>(detail::rac_threads, std::uint64_t{tiles.units} * 32, 8);
+      kernel<<<grid, detail::rac_threads, 0, stream>>>(x, stride, tiles, nkb, sel.blocks, src,
+                                                       r_amax, args.seed);
     } else {
       constexpr auto kernel = detail::rac_gather_kernel<Quantizer, Layout, T, true>;
       if (const cudaError_t e = detail::allow_smem<kernel>(smem); e != cudaSuccess)
@@ -592,9 +620,10 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
     constexpr int U = detail::rac_unroll<T, B>;
     const std::uint32_t total = static_cast<std::uint32_t>(rows) * static_cast<std::uint32_t>(nkb);
     constexpr auto kernel = detail::rac_plain_kernel<Quantizer, Layout, T>;
-    const unsigned grid = kd::grid_for<kernel>(detail::rac_threads, (std::uint64_t{total} + U - 1) / U, 8);
-    kernel<<<grid, detail::rac_threads, 0, stream>>>(x, stride, kd::fast_divmod(static_cast<std::uint32_t>(nkb)),
-                                                     total, sel.slot, src, w);
+    const unsigned grid =
+        kd::grid_for<kernel>(detail::rac_threads, (std::uint64_t{total} + U - 1) / U, 8);
+    kernel<<<grid, detail::rac_threads, 0, stream>>>(
+        x, stride, kd::fast_divmod(static_cast<std::uint32_t>(nkb)), total, sel.slot, src, w);
   } else {
     constexpr auto kernel = detail::rac_gather_kernel<Quantizer, Layout, T, false>;
     if (const cudaError_t e = detail::allow_smem<kernel>(smem); e != cudaSuccess)
@@ -622,8 +651,10 @@ struct device_statistics {
 
 //! Floats of workspace `accumulate_statistics` needs for `rows` x `channels`.
 inline constexpr std::size_t statistics_workspace_floats(int rows, int channels) noexcept {
-  const std::size_t chunks = static_cast<std::size_t>((rows + calibration_chunk_rows - 1) / calibration_chunk_rows);
-  return 2 * chunks * static_cast<std::size_t>(channels) + static_cast<std::size_t>(rows > 1 ? rows : 1);
+  const std::size_t chunks =
+      static_cast<std::size_t>((rows + calibration_chunk_rows - 1) / calibration_chunk_rows);
+  return 2 * chunks * static_cast<std::size_t>(channels) +
+         static_cast<std::size_t>(rows > 1 ? rows : 1);
 }
 
 namespace detail {
@@ -641,7 +672,8 @@ __global__ void __launch_bounds__(stats_threads)
   if (kb >= K / B) return;
   float err[B], mx[B];
 #pragma unroll
-  for (int i = 0; i < B; ++i) err[i] = mx[i] = 0.0f;
+  for (int i = 0; i < B; ++i)
+    err[i] = mx[i] = 0.0f;
   const int r0 = chunk * calibration_chunk_rows;
   const int r1 = r0 + calibration_chunk_rows < rows ? r0 + calibration_chunk_rows : rows;
   for (int r = r0; r < r1; ++r) {
@@ -654,8 +686,10 @@ __global__ void __launch_bounds__(stats_threads)
   const std::size_t at = static_cast<std::size_t>(chunk) * K + static_cast<std::size_t>(kb) * B;
 #pragma unroll
   for (int i = 0; i < B; i += 4) {
-    *reinterpret_cast<float4*>(part_err + at + i) = make_float4(err[i], err[i + 1], err[i + 2], err[i + 3]);
-    *reinterpret_cast<float4*>(part_max + at + i) = make_float4(mx[i], mx[i + 1], mx[i + 2], mx[i + 3]);
+    *reinterpret_cast<float4*>(part_err + at + i) =
+        make_float4(err[i], err[i + 1], err[i + 2], err[i + 3]);
+    *reinterpret_cast<float4*>(part_max + at + i) =
+        make_float4(mx[i], mx[i + 1], mx[i + 2], mx[i + 3]);
   }
 }
 
@@ -711,8 +745,8 @@ cudaError_t accumulate_statistics(const T* x, int rows, const device_statistics&
   if (stats.sq_error == nullptr || stats.max_abs == nullptr || stats.tokens == nullptr)
     return kd::fail("quads: accumulate_statistics: statistics pointers are null");
   if (rows == 0) return kd::ok();
-  if (x == nullptr || !kd::aligned(x, 16) || (stride * static_cast<std::int64_t>(sizeof(T))) % 16 != 0 ||
-      stride < K)
+  if (x == nullptr || !kd::aligned(x, 16) ||
+      (stride * static_cast<std::int64_t>(sizeof(T))) % 16 != 0 || stride < K)
     return kd::fail("quads: accumulate_statistics: x must be 16-byte aligned with row_stride * "
                     "sizeof(T) a multiple of 16 bytes and row_stride >= K");
   if (workspace == nullptr || !kd::aligned(workspace, 16))
@@ -721,7 +755,8 @@ cudaError_t accumulate_statistics(const T* x, int rows, const device_statistics&
   if (F::has_tensor_scale && O.global == global_scale::given && given == nullptr)
     return kd::fail("quads: global_scale::given needs the given tensor scale");
   const int chunks = (rows + calibration_chunk_rows - 1) / calibration_chunk_rows;
-  if (chunks > 65535) return kd::fail("quads: accumulate_statistics: at most 65535 * 64 rows per call");
+  if (chunks > 65535)
+    return kd::fail("quads: accumulate_statistics: at most 65535 * 64 rows per call");
   float* part_err = workspace;
   float* part_max = workspace + static_cast<std::size_t>(chunks) * K;
   float* amax = part_max + static_cast<std::size_t>(chunks) * K;
@@ -737,8 +772,8 @@ cudaError_t accumulate_statistics(const T* x, int rows, const device_statistics&
   const detail::scale_source<Quantizer> src{given, amax, nullptr, false};
   const int nkb = K / B;
   const dim3 grid((nkb + detail::stats_threads - 1) / detail::stats_threads, chunks);
-  detail::stats_partial_kernel<Quantizer, T><<<grid, detail::stats_threads, 0, stream>>>(
-      x, stride, rows, K, src, part_err, part_max);
+  detail::stats_partial_kernel<Quantizer, T>
+      <<<grid, detail::stats_threads, 0, stream>>>(x, stride, rows, K, src, part_err, part_max);
   detail::stats_combine_kernel<><<<(K + 255) / 256, 256, 0, stream>>>(
       part_err, part_max, chunks, K, rows, stats.sq_error, stats.max_abs, stats.tokens);
   return kd::after_launch();
@@ -749,7 +784,8 @@ inline cudaError_t decay_statistics(const device_statistics& stats, double facto
                                     cudaStream_t stream = nullptr) {
   namespace kd = ::quads::kernels::detail;
   if (!(factor >= 0.0 && factor <= 1.0)) return kd::fail("quads: decay factor must lie in [0, 1]");
-  if (stats.channels <= 0 || stats.sq_error == nullptr || stats.max_abs == nullptr || stats.tokens == nullptr)
+  if (stats.channels <= 0 || stats.sq_error == nullptr || stats.max_abs == nullptr ||
+      stats.tokens == nullptr)
     return kd::fail("quads: decay_statistics: bad statistics");
   detail::stats_decay_kernel<><<<(stats.channels + 255) / 256, 256, 0, stream>>>(
       stats.sq_error, stats.max_abs, stats.tokens, stats.channels, factor);

@@ -49,8 +49,8 @@ namespace quads::compensation::reference {
 //! Options of `quantize_activation`.
 struct rac_args {
   residual_scale residual = residual_scale::shared;
-  std::span<const tensor_scale> given{};  //!< x's scale with `global_scale::given` (one entry)
-  std::uint64_t seed = 0;                 //!< stochastic rounding seed (x and residual blocks)
+  std::span<const tensor_scale> given{}; //!< x's scale with `global_scale::given` (one entry)
+  std::uint64_t seed = 0;                //!< stochastic rounding seed (x and residual blocks)
 };
 
 //! The augmented activation operand `[Q(x) | Q(r_S)]` (see the file comment).
@@ -58,14 +58,14 @@ template <block_scaled_format Format, scale_layout Layout = linear_scales>
 struct rac_activation {
   static constexpr int block_size = Format::block_size;
   int rows = 0;
-  int channels = 0;  //!< K
-  int selected = 0;  //!< |S|
+  int channels = 0; //!< K
+  int selected = 0; //!< |S|
   global_scale global = global_scale::per_tensor;
   residual_scale residual = residual_scale::shared;
-  std::vector<std::uint8_t> data;      //!< rows * K' / 2 packed codes
-  std::vector<std::uint8_t> scales;    //!< Layout{rows, K' / B}.size() bytes
-  std::vector<tensor_scale> x_scales;  //!< 1, or rows with per_row
-  std::vector<tensor_scale> r_scales;  //!< as x_scales
+  std::vector<std::uint8_t> data;     //!< rows * K' / 2 packed codes
+  std::vector<std::uint8_t> scales;   //!< Layout{rows, K' / B}.size() bytes
+  std::vector<tensor_scale> x_scales; //!< 1, or rows with per_row
+  std::vector<tensor_scale> r_scales; //!< as x_scales
 
   int augmented_channels() const noexcept { return channels + selected; }
   Layout scale_layout() const { return Layout{rows, augmented_channels() / block_size}; }
@@ -80,7 +80,8 @@ struct rac_activation {
     packed_block<Format> pb{};
     const std::size_t first = static_cast<std::size_t>(row) * (augmented_channels() / 2) +
                               static_cast<std::size_t>(kb) * (block_size / 2);
-    for (int i = 0; i < block_size / 2; ++i) pb.codes[i] = data[first + static_cast<std::size_t>(i)];
+    for (int i = 0; i < block_size / 2; ++i)
+      pb.codes[i] = data[first + static_cast<std::size_t>(i)];
     pb.scale = scales[scale_layout().offset(row, kb)];
     return pb;
   }
@@ -130,8 +131,9 @@ template <block_scaled_format Format, quant_options Options = quant_options{},
 rac_activation<Format, Layout> quantize_activation(std::span<const float> x, int rows,
                                                    const channel_selection& sel,
                                                    const rac_args& args = {}) {
-  static_assert(Options.math != scale_math::rcp_approx,
-                "quads: scale_math::rcp_approx is GPU-only; the host reference cannot reproduce it");
+  static_assert(
+      Options.math != scale_math::rcp_approx,
+      "quads: scale_math::rcp_approx is GPU-only; the host reference cannot reproduce it");
   using Q = block_quantizer<Format, Options>;
   using RQ = residual_quantizer<Q>;
   constexpr int B = Format::block_size;
@@ -139,8 +141,8 @@ rac_activation<Format, Layout> quantize_activation(std::span<const float> x, int
   detail::check_selection<Format>(sel, K);
   if (rows < 0 || x.size() != static_cast<std::size_t>(rows) * static_cast<std::size_t>(K))
     throw std::invalid_argument("quads: quantize_activation: x must hold rows * K values");
-  const std::vector<float> xp = sel.permuted() ? permute_columns(x, rows, sel)
-                                               : std::vector<float>(x.begin(), x.end());
+  const std::vector<float> xp =
+      sel.permuted() ? permute_columns(x, rows, sel) : std::vector<float>(x.begin(), x.end());
   const int nkb = K / B;
   const int nsel = sel.selected_blocks();
   const int Kp = sel.augmented_channels();
@@ -165,8 +167,9 @@ rac_activation<Format, Layout> quantize_activation(std::span<const float> x, int
     a.x_scales.assign(1, args.given[0]);
   } else if (per_row) {
     for (int r = 0; r < rows; ++r)
-      a.x_scales.push_back(make_tensor_scale<Format, Options>(quads::reference::amax(
-          std::span<const float>(xp).subspan(static_cast<std::size_t>(r) * K, static_cast<std::size_t>(K)))));
+      a.x_scales.push_back(make_tensor_scale<Format, Options>(
+          quads::reference::amax(std::span<const float>(xp).subspan(static_cast<std::size_t>(r) * K,
+                                                                    static_cast<std::size_t>(K)))));
   } else {
     a.x_scales.assign(1, make_tensor_scale<Format, Options>(quads::reference::amax(xp)));
   }
@@ -174,20 +177,24 @@ rac_activation<Format, Layout> quantize_activation(std::span<const float> x, int
   const philox4x32_10 gen{args.seed};
   auto bits_of = [&](std::uint64_t index) {
     typename Q::random_bits bits{};
-    if constexpr (Options.round == rounding::stochastic) bits = draw_block_bits<Format>(gen, index);
-    else (void)index;
+    if constexpr (Options.round == rounding::stochastic)
+      bits = draw_block_bits<Format>(gen, index);
+    else
+      (void)index;
     return bits;
   };
-  auto load = [&](int r, int kb, float (&v)[B]) {
-    for (int i = 0; i < B; ++i) v[i] = xp[static_cast<std::size_t>(r) * K + static_cast<std::size_t>(kb) * B + i];
+  auto load = [&](int r, int kb, float(&v)[B]) {
+    for (int i = 0; i < B; ++i)
+      v[i] = xp[static_cast<std::size_t>(r) * K + static_cast<std::size_t>(kb) * B + i];
   };
   auto x_index = [&](int r, int kb) {
-    return static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(nkb) + static_cast<std::uint64_t>(kb);
+    return static_cast<std::uint64_t>(r) * static_cast<std::uint64_t>(nkb) +
+           static_cast<std::uint64_t>(kb);
   };
 
   if (args.residual == residual_scale::shared || !Format::has_tensor_scale) {
     a.r_scales = a.x_scales;
-  } else {  // own: amax of the residuals of the selected blocks, per tensor or per row
+  } else { // own: amax of the residuals of the selected blocks, per tensor or per row
     std::vector<float> ramax(n_scales, 0.0f);
     for (int r = 0; r < rows; ++r)
       for (int j = 0; j < nsel; ++j) {
@@ -195,9 +202,11 @@ rac_activation<Format, Layout> quantize_activation(std::span<const float> x, int
         float v[B];
         load(r, kb, v);
         float& m = ramax[per_row ? static_cast<std::size_t>(r) : 0];
-        m = ::quads::detail::max_num(m, RQ::residual_amax(v, a.x_scale(r), bits_of(x_index(r, kb))));
+        m = ::quads::detail::max_num(m,
+                                     RQ::residual_amax(v, a.x_scale(r), bits_of(x_index(r, kb))));
       }
-    for (float m : ramax) a.r_scales.push_back(make_tensor_scale<Format, Options>(m));
+    for (float m : ramax)
+      a.r_scales.push_back(make_tensor_scale<Format, Options>(m));
   }
 
   const auto layout = a.scale_layout();
@@ -215,13 +224,16 @@ rac_activation<Format, Layout> quantize_activation(std::span<const float> x, int
         const auto q = RQ::quantize(v, a.x_scale(r), a.r_scale(r), bx,
                                     bits_of(residual_block_index(rows, nkb, nsel, r, j)));
         qx = q.x;
-        const std::size_t first = static_cast<std::size_t>(r) * row_bytes +
-                                  static_cast<std::size_t>(nkb + j) * (B / 2);
-        for (int i = 0; i < B / 2; ++i) a.data[first + static_cast<std::size_t>(i)] = q.r.codes[i];
+        const std::size_t first =
+            static_cast<std::size_t>(r) * row_bytes + static_cast<std::size_t>(nkb + j) * (B / 2);
+        for (int i = 0; i < B / 2; ++i)
+          a.data[first + static_cast<std::size_t>(i)] = q.r.codes[i];
         a.scales[layout.offset(r, nkb + j)] = q.r.scale;
       }
-      const std::size_t first = static_cast<std::size_t>(r) * row_bytes + static_cast<std::size_t>(kb) * (B / 2);
-      for (int i = 0; i < B / 2; ++i) a.data[first + static_cast<std::size_t>(i)] = qx.codes[i];
+      const std::size_t first =
+          static_cast<std::size_t>(r) * row_bytes + static_cast<std::size_t>(kb) * (B / 2);
+      for (int i = 0; i < B / 2; ++i)
+        a.data[first + static_cast<std::size_t>(i)] = qx.codes[i];
       a.scales[layout.offset(r, kb)] = qx.scale;
     }
   return a;
@@ -232,11 +244,12 @@ rac_activation<Format, Layout> quantize_activation(std::span<const float> x, int
 //! axis, so the trainer's weight fake-quant must use the same permutation).
 template <block_scaled_format Format, quant_options Options = quant_options{},
           scale_layout Layout = linear_scales>
-quads::reference::quantized_tensor<Format, Layout> quantize_weight(
-    std::span<const float> w, int n, const channel_selection& sel,
-    const quads::reference::quantize_args& args = {}) {
+quads::reference::quantized_tensor<Format, Layout>
+quantize_weight(std::span<const float> w, int n, const channel_selection& sel,
+                const quads::reference::quantize_args& args = {}) {
   detail::check_selection<Format>(sel, sel.channels);
-  if (!sel.permuted()) return quads::reference::quantize<Format, Options, Layout>(w, n, sel.channels, args);
+  if (!sel.permuted())
+    return quads::reference::quantize<Format, Options, Layout>(w, n, sel.channels, args);
   const std::vector<float> wp = permute_columns(w, n, sel);
   return quads::reference::quantize<Format, Options, Layout>(wp, n, sel.channels, args);
 }
@@ -244,11 +257,13 @@ quads::reference::quantized_tensor<Format, Layout> quantize_weight(
 //! Composition (a)'s weight `[Q(W) | Q(W)_S]`: K' columns, the selected blocks' codes and scale
 //! bytes copied after the K columns in residual order. Throws on a shape mismatch or experts > 1.
 template <block_scaled_format Format, scale_layout Layout>
-quads::reference::quantized_tensor<Format, Layout> augment_weight(
-    const quads::reference::quantized_tensor<Format, Layout>& w, const channel_selection& sel) {
+quads::reference::quantized_tensor<Format, Layout>
+augment_weight(const quads::reference::quantized_tensor<Format, Layout>& w,
+               const channel_selection& sel) {
   constexpr int B = Format::block_size;
   detail::check_selection<Format>(sel, w.cols);
-  if (w.experts != 1) throw std::invalid_argument("quads: augment_weight takes one matrix (experts = 1)");
+  if (w.experts != 1)
+    throw std::invalid_argument("quads: augment_weight takes one matrix (experts = 1)");
   quads::reference::quantized_tensor<Format, Layout> out;
   out.experts = 1;
   out.rows = w.rows;
@@ -261,14 +276,19 @@ quads::reference::quantized_tensor<Format, Layout> augment_weight(
   const auto lin = w.scale_layout();
   const auto lout = out.scale_layout();
   auto copy_block = [&](int r, int from, int to) {
-    const std::size_t src = static_cast<std::size_t>(r) * (w.cols / 2) + static_cast<std::size_t>(from) * (B / 2);
-    const std::size_t dst = static_cast<std::size_t>(r) * (out.cols / 2) + static_cast<std::size_t>(to) * (B / 2);
-    for (int i = 0; i < B / 2; ++i) out.data[dst + static_cast<std::size_t>(i)] = w.data[src + static_cast<std::size_t>(i)];
+    const std::size_t src =
+        static_cast<std::size_t>(r) * (w.cols / 2) + static_cast<std::size_t>(from) * (B / 2);
+    const std::size_t dst =
+        static_cast<std::size_t>(r) * (out.cols / 2) + static_cast<std::size_t>(to) * (B / 2);
+    for (int i = 0; i < B / 2; ++i)
+      out.data[dst + static_cast<std::size_t>(i)] = w.data[src + static_cast<std::size_t>(i)];
     out.scales[lout.offset(0, r, to)] = w.scales[lin.offset(0, r, from)];
   };
   for (int r = 0; r < w.rows; ++r) {
-    for (int kb = 0; kb < nkb; ++kb) copy_block(r, kb, kb);
-    for (int j = 0; j < sel.selected_blocks(); ++j) copy_block(r, sel.blocks[static_cast<std::size_t>(j)], nkb + j);
+    for (int kb = 0; kb < nkb; ++kb)
+      copy_block(r, kb, kb);
+    for (int j = 0; j < sel.selected_blocks(); ++j)
+      copy_block(r, sel.blocks[static_cast<std::size_t>(j)], nkb + j);
   }
   return out;
 }
@@ -320,17 +340,21 @@ std::vector<float> unscaled_weight(const quads::reference::quantized_tensor<Form
   std::vector<float> out(static_cast<std::size_t>(w.rows) * w.cols);
   for (int n = 0; n < w.rows; ++n)
     for (int k = 0; k < w.cols; ++k) {
-      const std::uint8_t byte = w.data[static_cast<std::size_t>(n) * (w.cols / 2) + static_cast<std::size_t>(k / 2)];
+      const std::uint8_t byte =
+          w.data[static_cast<std::size_t>(n) * (w.cols / 2) + static_cast<std::size_t>(k / 2)];
       const std::uint8_t code = static_cast<std::uint8_t>((byte >> ((k & 1) * 4)) & 0xfu);
-      out[static_cast<std::size_t>(n) * w.cols + k] = unscaled<Format>(code, w.scales[layout.offset(0, n, k / B)]);
+      out[static_cast<std::size_t>(n) * w.cols + k] =
+          unscaled<Format>(code, w.scales[layout.offset(0, n, k / B)]);
     }
   return out;
 }
 
 template <class Acc>
 Acc alpha_of(tensor_scale a, tensor_scale w) {
-  if constexpr (std::is_same_v<Acc, float>) return ::quads::detail::mul_rn(a.decode, w.decode);
-  else return static_cast<Acc>(a.decode) * static_cast<Acc>(w.decode);
+  if constexpr (std::is_same_v<Acc, float>)
+    return ::quads::detail::mul_rn(a.decode, w.decode);
+  else
+    return static_cast<Acc>(a.decode) * static_cast<Acc>(w.decode);
 }
 
 } // namespace detail
@@ -356,7 +380,8 @@ std::vector<double> gemm_augmented(const rac_activation<Format, LA>& a,
       const float* ar = A.data() + static_cast<std::size_t>(m) * Kp;
       const float* wr = W.data() + static_cast<std::size_t>(n) * Kp;
       Acc acc = 0;
-      for (int k = 0; k < Kp; ++k) acc += static_cast<Acc>(ar[k]) * static_cast<Acc>(wr[k]);
+      for (int k = 0; k < Kp; ++k)
+        acc += static_cast<Acc>(ar[k]) * static_cast<Acc>(wr[k]);
       const Acc alpha = detail::alpha_of<Acc>(a.x_scale(m), w_aug.scale_of(0, n));
       y[static_cast<std::size_t>(m) * N + n] = static_cast<double>(alpha * acc);
     }
@@ -375,7 +400,8 @@ std::vector<double> gemm_residual(const rac_activation<Format, LA>& a,
   constexpr int B = Format::block_size;
   detail::check_selection<Format>(sel, a.channels);
   if (w.cols != a.channels || w.experts != 1 || sel.selected != a.selected)
-    throw std::invalid_argument("quads: gemm_residual: weight / selection do not match the activation");
+    throw std::invalid_argument(
+        "quads: gemm_residual: weight / selection do not match the activation");
   const int M = a.rows, N = w.rows, K = a.channels, Kp = a.augmented_channels(), nkb = K / B;
   const std::vector<int> slot = sel.slot_table();
   const std::vector<float> A = detail::unscaled_activation(a);

@@ -54,13 +54,14 @@ struct residual_quantizer {
                                            const packed_block<format>& qx, tensor_scale ts_x,
                                            float (&r)[block_size]) noexcept {
     for (int i = 0; i < block_size; ++i)
-      r[i] = ::quads::detail::add_rn(x[i], -Quantizer::decode(Quantizer::code_at(qx, i), qx.scale, ts_x));
+      r[i] = ::quads::detail::add_rn(x[i],
+                                     -Quantizer::decode(Quantizer::code_at(qx, i), qx.scale, ts_x));
   }
 
   //! max |r| of the block (NaN ignored), for `residual_scale::own`.
-  QUADS_API static constexpr float residual_amax(const float (&x)[block_size],
-                                                 tensor_scale ts_x,
-                                                 const typename Quantizer::random_bits& bits_x = {}) noexcept {
+  QUADS_API static constexpr float
+  residual_amax(const float (&x)[block_size], tensor_scale ts_x,
+                const typename Quantizer::random_bits& bits_x = {}) noexcept {
     const packed_block<format> qx = Quantizer::quantize(x, ts_x, bits_x);
     float r[block_size];
     residual(x, qx, ts_x, r);
@@ -68,10 +69,10 @@ struct residual_quantizer {
   }
 
   //! Q(x), and Q(x - QDQ(x)) with `ts_r` (only meaningful when the block is selected).
-  QUADS_API static constexpr rac_block<format> quantize(
-      const float (&x)[block_size], tensor_scale ts_x, tensor_scale ts_r,
-      const typename Quantizer::random_bits& bits_x = {},
-      const typename Quantizer::random_bits& bits_r = {}) noexcept {
+  QUADS_API static constexpr rac_block<format>
+  quantize(const float (&x)[block_size], tensor_scale ts_x, tensor_scale ts_r,
+           const typename Quantizer::random_bits& bits_x = {},
+           const typename Quantizer::random_bits& bits_r = {}) noexcept {
     rac_block<format> out{};
     out.x = Quantizer::quantize(x, ts_x, bits_x);
     float r[block_size];
@@ -84,11 +85,12 @@ struct residual_quantizer {
 //! Stochastic-rounding block index of residual block `j` of `row`: the residual blocks follow all
 //! `rows * blocks_per_row` blocks of x, so no Philox counter is used twice. (x's blocks keep the
 //! index of `reference::quantize`, so Q(x) equals the plain quantization of x.)
-QUADS_API constexpr ::cuda::std::uint64_t residual_block_index(int rows, int blocks_per_row,
-                                                               int selected_blocks, int row,
-                                                               int j) noexcept {
-  return static_cast<::cuda::std::uint64_t>(rows) * static_cast<::cuda::std::uint64_t>(blocks_per_row) +
-         static_cast<::cuda::std::uint64_t>(row) * static_cast<::cuda::std::uint64_t>(selected_blocks) +
+QUADS_API constexpr ::cuda::std::uint64_t
+residual_block_index(int rows, int blocks_per_row, int selected_blocks, int row, int j) noexcept {
+  return static_cast<::cuda::std::uint64_t>(rows) *
+             static_cast<::cuda::std::uint64_t>(blocks_per_row) +
+         static_cast<::cuda::std::uint64_t>(row) *
+             static_cast<::cuda::std::uint64_t>(selected_blocks) +
          static_cast<::cuda::std::uint64_t>(j);
 }
 

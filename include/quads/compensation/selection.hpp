@@ -8,7 +8,8 @@
 //! `S` of activation channels a second time. This header decides `S` from calibration statistics:
 //! - a selector scores each channel (`by_quant_error`: sum of squared QDQ errors, the default;
 //!   `by_max_abs`: max |x|, ARCQuant's choice; `random_channels`: a seeded control);
-//! - `select_channels` keeps `selected_count(ratio, K)` channels, laid out so that `S` is a union of
+//! - `select_channels` keeps `selected_count(ratio, K)` channels, laid out so that `S` is a union
+//! of
 //!   whole quantization blocks of the (possibly permuted) K axis. That is what lets both RAC
 //!   compositions reuse whole weight blocks (see `docs/rac.md`):
 //!   - `permutation::none`: no reordering; the selector scores blocks, and the top blocks are kept;
@@ -64,9 +65,9 @@ inline int selected_count(double ratio, int channels, int block_size = 16) {
 
 //! Per-channel calibration statistics (of the unpermuted K axis), as `calibrator` accumulates them.
 struct channel_statistics {
-  std::vector<double> sq_error;  //!< sum over tokens of (x - QDQ(x))^2, per channel
-  std::vector<double> max_abs;   //!< max |x| per channel (NaN ignored)
-  double tokens = 0.0;           //!< rows observed (decayed like the sums)
+  std::vector<double> sq_error; //!< sum over tokens of (x - QDQ(x))^2, per channel
+  std::vector<double> max_abs;  //!< max |x| per channel (NaN ignored)
+  double tokens = 0.0;          //!< rows observed (decayed like the sums)
 
   channel_statistics() = default;
   explicit channel_statistics(int channels)
@@ -80,26 +81,32 @@ struct channel_statistics {
 //! compensation); `block_score(scores_of_one_block)` folds the scores of one block's channels into
 //! the block's score (used when channels are not permuted); `name` is a string.
 template <class S>
-concept channel_selector =
-    requires(const S& s, const channel_statistics& st, std::span<const double> block) {
-      { s.channel_scores(st) } -> std::same_as<std::vector<double>>;
-      { s.block_score(block) } -> std::convertible_to<double>;
-      { S::name } -> std::convertible_to<const char*>;
-    };
+concept channel_selector = requires(const S& s, const channel_statistics& st,
+                                    std::span<const double> block) {
+  { s.channel_scores(st) } -> std::same_as<std::vector<double>>;
+  { s.block_score(block) } -> std::convertible_to<double>;
+  { S::name } -> std::convertible_to<const char*>;
+};
 
 //! Names the first missing requirement of `channel_selector` in a `static_assert`.
 template <class S>
 constexpr bool check_channel_selector() {
-  static_assert(requires(const S& s, const channel_statistics& st) {
-    { s.channel_scores(st) } -> std::same_as<std::vector<double>>;
-  }, "quads: a channel_selector needs `std::vector<double> channel_scores(const "
-     "channel_statistics&) const`");
-  static_assert(requires(const S& s, std::span<const double> b) {
-    { s.block_score(b) } -> std::convertible_to<double>;
-  }, "quads: a channel_selector needs `double block_score(std::span<const double>) const`");
-  static_assert(requires {
-    { S::name } -> std::convertible_to<const char*>;
-  }, "quads: a channel_selector needs `static constexpr const char* name`");
+  static_assert(
+      requires(const S& s, const channel_statistics& st) {
+        { s.channel_scores(st) } -> std::same_as<std::vector<double>>;
+      },
+      "quads: a channel_selector needs `std::vector<double> channel_scores(const "
+      "channel_statistics&) const`");
+  static_assert(
+      requires(const S& s, std::span<const double> b) {
+        { s.block_score(b) } -> std::convertible_to<double>;
+      },
+      "quads: a channel_selector needs `double block_score(std::span<const double>) const`");
+  static_assert(
+      requires {
+        { S::name } -> std::convertible_to<const char*>;
+      },
+      "quads: a channel_selector needs `static constexpr const char* name`");
   return true;
 }
 
@@ -119,7 +126,8 @@ struct by_max_abs {
   std::vector<double> channel_scores(const channel_statistics& st) const { return st.max_abs; }
   double block_score(std::span<const double> s) const {
     double m = 0.0;
-    for (double v : s) m = std::fmax(m, v);
+    for (double v : s)
+      m = std::fmax(m, v);
     return m;
   }
 };
@@ -157,9 +165,12 @@ enum class permutation : std::uint8_t { none, selected_to_end, sorted };
 
 inline const char* to_string(permutation p) noexcept {
   switch (p) {
-  case permutation::none: return "none";
-  case permutation::selected_to_end: return "selected_to_end";
-  case permutation::sorted: return "sorted";
+  case permutation::none:
+    return "none";
+  case permutation::selected_to_end:
+    return "selected_to_end";
+  case permutation::sorted:
+    return "sorted";
   }
   return "?";
 }
@@ -185,7 +196,8 @@ struct channel_selection {
   //! Per block of the permuted axis: its residual block index `j`, or -1 if not selected.
   std::vector<int> slot_table() const {
     std::vector<int> slot(static_cast<std::size_t>(blocks_per_row()), -1);
-    for (std::size_t j = 0; j < blocks.size(); ++j) slot[static_cast<std::size_t>(blocks[j])] = static_cast<int>(j);
+    for (std::size_t j = 0; j < blocks.size(); ++j)
+      slot[static_cast<std::size_t>(blocks[j])] = static_cast<int>(j);
     return slot;
   }
   //! The selected original channels, in residual order (residual column `K + i` holds
@@ -194,31 +206,36 @@ struct channel_selection {
     std::vector<int> s;
     s.reserve(static_cast<std::size_t>(selected));
     for (int b : blocks)
-      for (int i = 0; i < block_size; ++i) s.push_back(order[static_cast<std::size_t>(b * block_size + i)]);
+      for (int i = 0; i < block_size; ++i)
+        s.push_back(order[static_cast<std::size_t>(b * block_size + i)]);
     return s;
   }
 
   //! Checks the invariants (throws `std::invalid_argument` naming the broken one).
   void validate() const {
     if (block_size <= 0 || channels < 0 || channels % block_size != 0)
-      throw std::invalid_argument("quads: channel_selection: K must be a multiple of the block size");
+      throw std::invalid_argument(
+          "quads: channel_selection: K must be a multiple of the block size");
     if (order.size() != static_cast<std::size_t>(channels))
       throw std::invalid_argument("quads: channel_selection: order must have K entries");
     std::vector<char> seen(order.size(), 0);
     for (int c : order) {
       if (c < 0 || c >= channels || seen[static_cast<std::size_t>(c)])
-        throw std::invalid_argument("quads: channel_selection: order is not a permutation of 0..K-1");
+        throw std::invalid_argument(
+            "quads: channel_selection: order is not a permutation of 0..K-1");
       seen[static_cast<std::size_t>(c)] = 1;
     }
     if (!permuted())
       for (int k = 0; k < channels; ++k)
         if (order[static_cast<std::size_t>(k)] != k)
-          throw std::invalid_argument("quads: channel_selection: permutation::none needs the identity order");
+          throw std::invalid_argument(
+              "quads: channel_selection: permutation::none needs the identity order");
     if (selected != static_cast<int>(blocks.size()) * block_size)
       throw std::invalid_argument("quads: channel_selection: selected must equal |blocks| * B");
     for (std::size_t j = 0; j < blocks.size(); ++j) {
       if (blocks[j] < 0 || blocks[j] >= blocks_per_row() || (j > 0 && blocks[j] <= blocks[j - 1]))
-        throw std::invalid_argument("quads: channel_selection: blocks must be ascending block indices");
+        throw std::invalid_argument(
+            "quads: channel_selection: blocks must be ascending block indices");
     }
   }
 };
@@ -264,9 +281,9 @@ channel_selection select_channels(const Selector& selector, const channel_statis
     std::iota(sel.order.begin(), sel.order.end(), 0);
     std::vector<double> bscore(static_cast<std::size_t>(nkb));
     for (int b = 0; b < nkb; ++b)
-      bscore[static_cast<std::size_t>(b)] = static_cast<double>(selector.block_score(
-          std::span<const double>(score).subspan(static_cast<std::size_t>(b) * block_size,
-                                                 static_cast<std::size_t>(block_size))));
+      bscore[static_cast<std::size_t>(b)] =
+          static_cast<double>(selector.block_score(std::span<const double>(score).subspan(
+              static_cast<std::size_t>(b) * block_size, static_cast<std::size_t>(block_size))));
     const std::vector<int> rank = detail::rank_descending(bscore);
     sel.blocks.assign(rank.begin(), rank.begin() + nsel);
     std::sort(sel.blocks.begin(), sel.blocks.end());
@@ -275,7 +292,8 @@ channel_selection select_channels(const Selector& selector, const channel_statis
   case permutation::selected_to_end: {
     const std::vector<int> rank = detail::rank_descending(score);
     std::vector<char> chosen(static_cast<std::size_t>(K), 0);
-    for (int i = 0; i < sel.selected; ++i) chosen[static_cast<std::size_t>(rank[static_cast<std::size_t>(i)])] = 1;
+    for (int i = 0; i < sel.selected; ++i)
+      chosen[static_cast<std::size_t>(rank[static_cast<std::size_t>(i)])] = 1;
     std::size_t p = 0;
     for (int k = 0; k < K; ++k)
       if (!chosen[static_cast<std::size_t>(k)]) sel.order[p++] = k;
@@ -290,7 +308,8 @@ channel_selection select_channels(const Selector& selector, const channel_statis
   }
   }
   if (perm != permutation::none)
-    for (int j = 0; j < nsel; ++j) sel.blocks.push_back(nkb - nsel + j);
+    for (int j = 0; j < nsel; ++j)
+      sel.blocks.push_back(nkb - nsel + j);
   return sel;
 }
 
