@@ -1,0 +1,136 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The decode GEMM's tiling and fragment maps (host + device) and its launch plan
+//!        (split-K, workspace size; host).
+//!
+//! Overview (docs/gemm.md, "Decode mainloop"). `y[M, N] = A[M, K] . W[N, K]^T` with the weights on
+//! the MMA's M side and the tokens on its N side (`mma.sync.m16n8k16`, fp32 accumulation):
+//! - a CTA has 4 warps; warp `v` owns weight rows `n0 = 64 * blockIdx.x + 16 * v .. + 16`; the CTA
+//!   owns tokens `16 * blockIdx.y .. + 16` (two n8 tiles) and K chunks of split `blockIdx.z`;
+//! - a K chunk is 128 values. In a chunk, lane (g = lane / 4, t = lane % 4) loads 16 bytes of
+//!   weight rows `n0 + g` and `n0 + g + 8`: the 32 codes at k = 32 t .. 32 t + 31, i.e. 4 words
+//!   of 8 codes (`word_k`). Word w gives 4 pairs (codes i, i + 4: `unpack_word`); MMA step
+//!   (w, h) takes pairs 2h (MMA columns 2t, 2t+1) and 2h+1 (MMA columns 2t+8, 2t+9) of both rows.
+//!   So the MMA's k index kk maps to the logical k `word_k(chunk, t, w) + pair_k(kk)`: a
+//!   permutation inside the chunk, applied identically to both operands;
+//! - the activation tile of a chunk is staged in shared memory already in fragment order: slot
+//!   `act_slot(chunk, j, w, lane)` (16 bytes) holds the 4 pairs of token `8 j + g` at the octet
+//!   `word_k(chunk, t, w) .. + 8`, so each B fragment is one conflict-free 16-byte load;
+//! - split-K: each split owns `chunks_per_split` consecutive chunks and writes its fp32 partial
+//!   sums (multiplied by 2^fold, exact) to a workspace; an epilogue pass sums the partials in
+//!   split order (`reduction::deterministic`) or the splits `atomicAdd` into one zeroed buffer
+//!   (`reduction::atomic`: fewer bytes, summation order depends on scheduling), then runs the
+//!   epilogue chain on fragments of consecutive columns.
+#pragma once
+
+#include <quads/config.hpp>
+
+#include <cuda/std/cstddef>
+#include <cuda/std/cstdint>
+
+namespace quads::gemm {
+
+//! How split-K partial sums are combined.
+enum class reduction : ::cuda::std::uint8_t {
+  deterministic,  //!< partials per split in the workspace, summed in split order (default)
+  atomic,         //!< fp32 atomicAdd into one zeroed buffer; order depends on scheduling
+};
+
+//! Compile-time tiling of the decode mainloop (see the file comment).
+struct decode_layout {
+  static constexpr int warps = 4;
+  static constexpr int threads = 32 * warps;
+  static constexpr int rows_per_warp = 16;               //!< MMA M: weight rows
+  static constexpr int rows_per_cta = rows_per_warp * warps;
+  static constexpr int tokens_per_cta = 16;              //!< two MMA n8 tiles
+  static constexpr int chunk_k = 128;                    //!< K per chunk
+  static constexpr int words_per_lane = 4;               //!< 4 words of 8 codes per row/chunk
+  static constexpr int slab_chunks = 4;                  //!< chunks staged per shared-memory pass
+  //! 16-byte slots of one staged slab (per operand: activation, and the RAC residual).
+  static constexpr int slab_slots = slab_chunks * 2 * words_per_lane * 32;
+
+  //! First logical k of word w of lane-group position t in chunk `chunk`.
+  QUADS_API static constexpr int word_k(int chunk, int t, int w) noexcept {
+    return chunk * chunk_k + 32 * t + 8 * w;
+  }
+  //! Offset inside the word's octet of MMA column kk of step h (pairs 2h / 2h+1, lanes lo/hi).
+  QUADS_API static constexpr int pair_k(int h, int kk) noexcept {
+    // kk in {2t, 2t+1, 2t+8, 2t+9} -> pair (2h + (kk >= 8)), lane (kk & 1)
+    const int pair = 2 * h + (kk >= 8 ? 1 : 0);
+    return pair + ((kk & 1) ? 4 : 0);
+  }
+  //! Shared-memory slot (16-byte units) of chunk `c` (slab-local), n8 tile j, word w, lane.
+  QUADS_API static constexpr int act_slot(int c, int j, int w, int lane) noexcept {
+    return ((c * 2 + j) * words_per_lane + w) * 32 + lane;
+  }
+  //! The slot a staging unit (token `n` of the tile, octet `o` of slab-local chunk `c`) fills.
+  QUADS_API static constexpr int stage_slot(int c, int n, int o) noexcept {
+    return act_slot(c, n / 8, o % 4, (n % 8) * 4 + o / 4);
+  }
+};
+
+//! How to run one decode GEMM: split-K factor and workspace size (host side).
+struct decode_plan {
+  int M = 0;
+  int N = 0;
+  int K = 0;
+  int splits = 1;
+  int chunks = 0;            //!< ceil(K / chunk_k)
+  int chunks_per_split = 0;
+  reduction mode = reduction::deterministic;
+  bool residual = false;     //!< a second accumulator (RAC composition (b), `own` scale)
+  ::cuda::std::size_t workspace_bytes = 0;
+
+  //! Floats between split partials (deterministic) in the workspace.
+  constexpr ::cuda::std::size_t partial_floats() const noexcept {
+    return static_cast<::cuda::std::size_t>(M) * static_cast<::cuda::std::size_t>(N);
+  }
+  //! Partials the workspace holds per accumulator: `splits` (deterministic) or 1 (atomic).
+  constexpr int stored_partials() const noexcept {
+    return mode == reduction::deterministic ? splits : 1;
+  }
+  //! Offset (floats) of the residual accumulator's region.
+  constexpr ::cuda::std::size_t residual_offset() const noexcept {
+    return partial_floats() * static_cast<::cuda::std::size_t>(stored_partials());
+  }
+};
+
+//! Options of `plan_decode`. `splits = 0` picks one: enough CTAs for about two per SM, each split
+//! keeping at least 4 chunks (512 values of K).
+struct decode_options {
+  int splits = 0;
+  reduction mode = reduction::deterministic;
+};
+
+//! The plan for `y[M, N] = A[M, K] W[N, K]^T` on a GPU with `sm_count` SMs. Shapes are not
+//! checked here (the launcher does); non-positive sizes give an empty plan (`chunks = 0`).
+constexpr decode_plan plan_decode(int M, int N, int K, bool residual, decode_options opt = {},
+                                  int sm_count = 132) noexcept {
+  decode_plan p;
+  p.M = M;
+  p.N = N;
+  p.K = K;
+  p.mode = opt.mode;
+  p.residual = residual;
+  if (M <= 0 || N <= 0 || K <= 0) return p;
+  using L = decode_layout;
+  p.chunks = (K + L::chunk_k - 1) / L::chunk_k;
+  const long tiles = static_cast<long>((N + L::rows_per_cta - 1) / L::rows_per_cta) *
+                     ((M + L::tokens_per_cta - 1) / L::tokens_per_cta);
+  int splits = opt.splits;
+  if (splits <= 0) {
+    const long target = 2L * (sm_count > 0 ? sm_count : 1);
+    const long want = (target + tiles - 1) / tiles;
+    const int cap = p.chunks / 4 > 1 ? p.chunks / 4 : 1;
+    splits = want < 1 ? 1 : (want > cap ? cap : static_cast<int>(want));
+  }
+  if (splits > p.chunks) splits = p.chunks;
+  p.chunks_per_split = (p.chunks + splits - 1) / splits;
+  p.splits = (p.chunks + p.chunks_per_split - 1) / p.chunks_per_split;  // no empty split
+  const ::cuda::std::size_t per = p.partial_floats() * static_cast<::cuda::std::size_t>(p.stored_partials());
+  p.workspace_bytes = per * (residual ? 2u : 1u) * sizeof(float);
+  return p;
+}
+
+} // namespace quads::gemm
