@@ -32,16 +32,16 @@ namespace ref = quads::reference;
 
 namespace {
 
-constexpr int d = 64;        // model dimension
-constexpr int inter = 128;   // expert intermediate size
+constexpr int d = 64;      // model dimension
+constexpr int inter = 128; // expert intermediate size
 constexpr int experts = 4;
 constexpr int top_k = 2;
-constexpr int batch = 32;    // tokens per step
+constexpr int batch = 32; // tokens per step
 constexpr int steps = 300;
 
 struct moe {
-  std::vector<float> w1;  // [E, 2I, d]: gate rows 0..I-1, up rows I..2I-1
-  std::vector<float> w2;  // [E, d, I]
+  std::vector<float> w1; // [E, 2I, d]: gate rows 0..I-1, up rows I..2I-1
+  std::vector<float> w2; // [E, d, I]
 };
 
 moe random_moe(std::mt19937_64& g, float scale) {
@@ -49,15 +49,17 @@ moe random_moe(std::mt19937_64& g, float scale) {
   moe m;
   m.w1.resize(static_cast<std::size_t>(experts) * 2 * inter * d);
   m.w2.resize(static_cast<std::size_t>(experts) * d * inter);
-  for (float& v : m.w1) v = n(g) * scale / std::sqrt(static_cast<float>(d));
-  for (float& v : m.w2) v = n(g) * scale / std::sqrt(static_cast<float>(inter));
+  for (float& v : m.w1)
+    v = n(g) * scale / std::sqrt(static_cast<float>(d));
+  for (float& v : m.w2)
+    v = n(g) * scale / std::sqrt(static_cast<float>(inter));
   return m;
 }
 
 //! Tokens routed to experts: pairs grouped by expert (the grouped-GEMM layout).
 struct routing {
-  std::vector<int> rows;   // pairs per expert
-  std::vector<int> token;  // token of each pair
+  std::vector<int> rows;  // pairs per expert
+  std::vector<int> token; // token of each pair
   std::vector<float> gate;
 };
 
@@ -67,16 +69,20 @@ routing route(const std::vector<float>& x, int tokens, const std::vector<float>&
     float logit[experts];
     for (int e = 0; e < experts; ++e) {
       float s = 0.0f;
-      for (int c = 0; c < d; ++c) s += router[e * d + c] * x[t * d + c];
+      for (int c = 0; c < d; ++c)
+        s += router[e * d + c] * x[t * d + c];
       logit[e] = s;
     }
     int a = 0, b = 1;
     if (logit[b] > logit[a]) std::swap(a, b);
     for (int e = 2; e < experts; ++e) {
-      if (logit[e] > logit[a]) { b = a; a = e; }
-      else if (logit[e] > logit[b]) b = e;
+      if (logit[e] > logit[a]) {
+        b = a;
+        a = e;
+      } else if (logit[e] > logit[b])
+        b = e;
     }
-    const float ga = 1.0f / (1.0f + std::exp(logit[b] - logit[a]));  // softmax over the top 2
+    const float ga = 1.0f / (1.0f + std::exp(logit[b] - logit[a])); // softmax over the top 2
     per[a].push_back({t, ga});
     per[b].push_back({t, 1.0f - ga});
   }
@@ -109,7 +115,8 @@ std::vector<float> grouped_matmul(const std::vector<float>& x, const std::vector
     for (int i = 0; i < rows[e]; ++i)
       for (int j = 0; j < n; ++j) {
         float s = 0.0f;
-        for (int c = 0; c < k; ++c) s += x[(r0 + i) * k + c] * w[(static_cast<std::size_t>(e) * n + j) * k + c];
+        for (int c = 0; c < k; ++c)
+          s += x[(r0 + i) * k + c] * w[(static_cast<std::size_t>(e) * n + j) * k + c];
         y.push_back(s);
       }
     r0 += static_cast<std::size_t>(rows[e]);
@@ -118,14 +125,15 @@ std::vector<float> grouped_matmul(const std::vector<float>& x, const std::vector
 }
 
 std::vector<float> bf16(std::vector<float> v) {
-  for (float& x : v) x = ref::round_bf16(x);
+  for (float& x : v)
+    x = ref::round_bf16(x);
   return v;
 }
 
 //! The trainer: forward (and, with `target`, backward + gradients) of the MoE under policy P.
 template <class P>
 struct trainer_pass {
-  std::vector<float> out;  // [tokens, d]
+  std::vector<float> out; // [tokens, d]
   std::vector<float> dw1, dw2;
   double loss = 0.0;
 };
@@ -147,7 +155,8 @@ trainer_pass<P> run_trainer(const moe& m, const std::vector<float>& x, int token
   trainer_pass<P> res;
   res.out.assign(static_cast<std::size_t>(tokens) * d, 0.0f);
   for (std::size_t p = 0; p < pairs; ++p)
-    for (int c = 0; c < d; ++c) res.out[r.token[p] * d + c] += r.gate[p] * f2.y[p * d + c];
+    for (int c = 0; c < d; ++c)
+      res.out[r.token[p] * d + c] += r.gate[p] * f2.y[p * d + c];
   if (target == nullptr) return res;
 
   std::vector<float> dout(res.out.size());
@@ -159,7 +168,8 @@ trainer_pass<P> run_trainer(const moe& m, const std::vector<float>& x, int token
   res.loss /= static_cast<double>(dout.size());
   std::vector<float> dy2(pairs * d);
   for (std::size_t p = 0; p < pairs; ++p)
-    for (int c = 0; c < d; ++c) dy2[p * d + c] = r.gate[p] * dout[r.token[p] * d + c];
+    for (int c = 0; c < d; ++c)
+      dy2[p * d + c] = r.gate[p] * dout[r.token[p] * d + c];
   const auto g2 = ref::linear_backward<P, float>(dy2, h, m.w2, s2, f2.saved);
   std::vector<float> dy1(pairs * 2 * inter);
   for (std::size_t p = 0; p < pairs; ++p)
@@ -181,8 +191,9 @@ template <class Format>
 std::vector<float> run_rollout(const moe& m, const std::vector<float>& x_in, int tokens,
                                const std::vector<float>& router, std::vector<float>* w1_used,
                                std::vector<float>* w2_used) {
-  using sync_policy = quads::weight_only<Format>;  // the engine's weight quantizer
-  const auto p1 = ref::sync_weights<sync_policy, quads::swizzled_128x4>(m.w1, experts, 2 * inter, d);
+  using sync_policy = quads::weight_only<Format>; // the engine's weight quantizer
+  const auto p1 =
+      ref::sync_weights<sync_policy, quads::swizzled_128x4>(m.w1, experts, 2 * inter, d);
   const auto p2 = ref::sync_weights<sync_policy, quads::swizzled_128x4>(m.w2, experts, d, inter);
   const std::vector<float> w1 = ref::rollout_weights<sync_policy>(p1);
   const std::vector<float> w2 = ref::rollout_weights<sync_policy>(p2);
@@ -192,18 +203,20 @@ std::vector<float> run_rollout(const moe& m, const std::vector<float>& x_in, int
   const std::vector<float> x = bf16(x_in);
   const routing r = route(x, tokens, router);
   const std::size_t pairs = r.token.size();
-  auto act_qdq = [&](const std::vector<float>& a, int k) {  // per expert group, per-row scales
+  auto act_qdq = [&](const std::vector<float>& a, int k) { // per expert group, per-row scales
     std::vector<float> out;
     std::size_t r0 = 0;
     for (int e = 0; e < experts; ++e) {
       const std::size_t len = static_cast<std::size_t>(r.rows[e]) * k;
-      const auto q = ref::qdq<Format, quads::per_row_options>(std::span<const float>(a).subspan(r0, len), r.rows[e], k);
+      const auto q = ref::qdq<Format, quads::per_row_options>(
+          std::span<const float>(a).subspan(r0, len), r.rows[e], k);
       out.insert(out.end(), q.begin(), q.end());
       r0 += len;
     }
     return out;
   };
-  const std::vector<float> y1 = bf16(grouped_matmul(act_qdq(gather(x, r), d), w1, r.rows, 2 * inter, d));
+  const std::vector<float> y1 =
+      bf16(grouped_matmul(act_qdq(gather(x, r), d), w1, r.rows, 2 * inter, d));
   std::vector<float> h(pairs * inter);
   for (std::size_t p = 0; p < pairs; ++p)
     for (int i = 0; i < inter; ++i)
@@ -211,7 +224,8 @@ std::vector<float> run_rollout(const moe& m, const std::vector<float>& x_in, int
   const std::vector<float> y2 = bf16(grouped_matmul(act_qdq(bf16(h), inter), w2, r.rows, d, inter));
   std::vector<float> out(static_cast<std::size_t>(tokens) * d, 0.0f);
   for (std::size_t p = 0; p < pairs; ++p)
-    for (int c = 0; c < d; ++c) out[r.token[p] * d + c] += r.gate[p] * y2[p * d + c];
+    for (int c = 0; c < d; ++c)
+      out[r.token[p] * d + c] += r.gate[p] * y2[p * d + c];
   return out;
 }
 
@@ -222,7 +236,8 @@ struct adam {
     if (m.empty()) m.assign(w.size(), 0.0f), v.assign(w.size(), 0.0f);
     ++t;
     const float b1 = 0.9f, b2 = 0.999f;
-    const float c1 = 1.0f - std::pow(b1, static_cast<float>(t)), c2 = 1.0f - std::pow(b2, static_cast<float>(t));
+    const float c1 = 1.0f - std::pow(b1, static_cast<float>(t)),
+                c2 = 1.0f - std::pow(b2, static_cast<float>(t));
     for (std::size_t i = 0; i < w.size(); ++i) {
       m[i] = b1 * m[i] + (1.0f - b1) * g[i];
       v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
@@ -233,7 +248,8 @@ struct adam {
 
 double mse(const std::vector<float>& a, const std::vector<float>& b) {
   double s = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    s += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
   return s / static_cast<double>(a.size());
 }
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
@@ -257,14 +273,15 @@ std::vector<float> teacher_out(const setup& s, const std::vector<float>& x, int 
 
 template <class P, class RolloutFormat>
 void train(const char* label, const setup& s) {
-  std::mt19937_64 g(7);  // the same token stream for every policy
+  std::mt19937_64 g(7); // the same token stream for every policy
   std::normal_distribution<float> n(0.0f, 1.0f);
   moe m = s.init;
   adam a1, a2;
   std::printf("%-26s", label);
   for (int step = 1; step <= steps; ++step) {
     std::vector<float> x(static_cast<std::size_t>(batch) * d);
-    for (float& v : x) v = n(g);
+    for (float& v : x)
+      v = n(g);
     const std::vector<float> y = teacher_out(s, x, batch);
     const auto pass = run_trainer<P>(m, x, batch, s.router, &y);
     const float lr = step < 200 ? 3e-3f : 1e-3f;
@@ -275,15 +292,18 @@ void train(const char* label, const setup& s) {
   const int eval_tokens = static_cast<int>(s.eval_x.size() / d);
   const auto trainer_eval = run_trainer<P>(m, s.eval_x, eval_tokens, s.router, nullptr).out;
   std::vector<float> w1r, w2r;
-  const auto rollout_eval = run_rollout<RolloutFormat>(m, s.eval_x, eval_tokens, s.router, &w1r, &w2r);
+  const auto rollout_eval =
+      run_rollout<RolloutFormat>(m, s.eval_x, eval_tokens, s.router, &w1r, &w2r);
   // Weights the trainer computed with vs. weights the rollout decodes from the packed sync.
   const auto w1t = ref::fake_quant_weights<P>(m.w1, experts, 2 * inter, d).values;
   const auto w2t = ref::fake_quant_weights<P>(m.w2, experts, d, inter).values;
   std::size_t differ = 0;
-  for (std::size_t i = 0; i < w1t.size(); ++i) differ += std::bit_cast<std::uint32_t>(w1t[i]) != std::bit_cast<std::uint32_t>(w1r[i]);
-  for (std::size_t i = 0; i < w2t.size(); ++i) differ += std::bit_cast<std::uint32_t>(w2t[i]) != std::bit_cast<std::uint32_t>(w2r[i]);
-  std::printf(" | %9.6f %9.6f | %6zu | %.4f\n", mse(trainer_eval, s.eval_y), mse(rollout_eval, s.eval_y),
-              differ, rel_l2(trainer_eval, rollout_eval));
+  for (std::size_t i = 0; i < w1t.size(); ++i)
+    differ += std::bit_cast<std::uint32_t>(w1t[i]) != std::bit_cast<std::uint32_t>(w1r[i]);
+  for (std::size_t i = 0; i < w2t.size(); ++i)
+    differ += std::bit_cast<std::uint32_t>(w2t[i]) != std::bit_cast<std::uint32_t>(w2r[i]);
+  std::printf(" | %9.6f %9.6f | %6zu | %.4f\n", mse(trainer_eval, s.eval_y),
+              mse(rollout_eval, s.eval_y), differ, rel_l2(trainer_eval, rollout_eval));
 }
 
 } // namespace
@@ -296,32 +316,42 @@ int main() {
   // Start from a perturbed teacher, as RL fine-tuning starts from a pretrained model.
   const moe noise = random_moe(g, 0.5f);
   s.init = s.teacher;
-  for (std::size_t i = 0; i < s.init.w1.size(); ++i) s.init.w1[i] += noise.w1[i];
-  for (std::size_t i = 0; i < s.init.w2.size(); ++i) s.init.w2[i] += noise.w2[i];
+  for (std::size_t i = 0; i < s.init.w1.size(); ++i)
+    s.init.w1[i] += noise.w1[i];
+  for (std::size_t i = 0; i < s.init.w2.size(); ++i)
+    s.init.w2[i] += noise.w2[i];
   std::normal_distribution<float> n(0.0f, 1.0f);
   s.router.resize(static_cast<std::size_t>(experts) * d);
-  for (float& v : s.router) v = n(g) / std::sqrt(static_cast<float>(d));
+  for (float& v : s.router)
+    v = n(g) / std::sqrt(static_cast<float>(d));
   const int eval_tokens = 256;
   s.eval_x.resize(static_cast<std::size_t>(eval_tokens) * d);
-  for (float& v : s.eval_x) v = n(g);
+  for (float& v : s.eval_x)
+    v = n(g);
   s.eval_y = teacher_out(s, s.eval_x, eval_tokens);
 
-  std::printf("QAT of a top-%d MoE with %d SwiGLU experts (d=%d, I=%d), %d steps of %d tokens, Adam.\n",
-              top_k, experts, d, inter, steps, batch);
-  std::printf("Rollout engine: W4A4 (packed weights from sync_weights, per-row activation scales,\n"
-              "bf16 inputs/intermediates). Loss = MSE to the teacher; eval on %d held-out tokens.\n\n",
-              eval_tokens);
-  std::printf("%-26s %8s %8s %8s %8s %8s | %9s %9s | %6s | %s\n", "policy (rollout format)", "step 1",
-              "75", "150", "225", "300", "train", "rollout", "w diff", "out mismatch");
+  std::printf(
+      "QAT of a top-%d MoE with %d SwiGLU experts (d=%d, I=%d), %d steps of %d tokens, Adam.\n",
+      top_k, experts, d, inter, steps, batch);
+  std::printf(
+      "Rollout engine: W4A4 (packed weights from sync_weights, per-row activation scales,\n"
+      "bf16 inputs/intermediates). Loss = MSE to the teacher; eval on %d held-out tokens.\n\n",
+      eval_tokens);
+  std::printf("%-26s %8s %8s %8s %8s %8s | %9s %9s | %6s | %s\n", "policy (rollout format)",
+              "step 1", "75", "150", "225", "300", "train", "rollout", "w diff", "out mismatch");
   constexpr quads::quant_options dflt{};
   train<quads::no_fake_quant, quads::nvfp4>("bf16 (nvfp4 rollout)", s);
   train<quads::weight_only<quads::nvfp4>, quads::nvfp4>("weight_only nvfp4", s);
-  train<quads::weight_only<quads::nvfp4, dflt, quads::ste::clipped>, quads::nvfp4>("weight_only nvfp4 clipped", s);
+  train<quads::weight_only<quads::nvfp4, dflt, quads::ste::clipped>, quads::nvfp4>(
+      "weight_only nvfp4 clipped", s);
   train<quads::w4a4<quads::nvfp4>, quads::nvfp4>("w4a4 nvfp4", s);
   train<quads::weight_only<quads::mxfp4>, quads::mxfp4>("weight_only mxfp4", s);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("\n'w diff': weights whose fp32 bits differ between the trainer's forward and the rollout's\n"
-              "decoded packed weights (0 = aligned). 'out mismatch': relative L2 of trainer vs rollout output.\n"
-              "%.1f s\n", secs);
+  std::printf(
+      "\n'w diff': weights whose fp32 bits differ between the trainer's forward and the rollout's\n"
+      "decoded packed weights (0 = aligned). 'out mismatch': relative L2 of trainer vs rollout "
+      "output.\n"
+      "%.1f s\n",
+      secs);
   return 0;
 }

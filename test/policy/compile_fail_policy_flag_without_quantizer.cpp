@@ -23,5 +23,6 @@ struct my_policy {
 };
 
 double use(const std::vector<float>& x, const std::vector<float>& w) {
-  return quads::reference::linear_forward<my_policy>(x, w, {}, quads::linear_shape::dense(1, 1, 32)).y[0];
+  return quads::reference::linear_forward<my_policy>(x, w, {}, quads::linear_shape::dense(1, 1, 32))
+      .y[0];
 }

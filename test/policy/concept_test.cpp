@@ -48,7 +48,7 @@ struct missing_name {
   using weight_gradient = quads::ste::identity;
   using activation_gradient = quads::ste::identity;
 };
-struct flag_without_quantizer {  // says it quantizes weights but has no quantizer
+struct flag_without_quantizer { // says it quantizes weights but has no quantizer
   static constexpr const char* name = "x";
   static constexpr bool quantizes_weights = true;
   static constexpr bool quantizes_activations = false;
@@ -74,7 +74,7 @@ struct quantizer_not_block_quantizer {
   static constexpr const char* name = "x";
   static constexpr bool quantizes_weights = true;
   static constexpr bool quantizes_activations = false;
-  using weight_quantizer = quads::nvfp4;  // a format, not a quantizer
+  using weight_quantizer = quads::nvfp4; // a format, not a quantizer
   using activation_quantizer = quads::no_quantizer;
   using weight_gradient = quads::ste::identity;
   using activation_gradient = quads::ste::identity;
@@ -86,7 +86,8 @@ struct quantizer_not_block_quantizer {
 // checker too, which would name the missing requirement).
 static_assert(quads::check_fake_quant_policy<quads::no_fake_quant>());
 static_assert(quads::check_fake_quant_policy<quads::weight_only<quads::nvfp4>>());
-static_assert(quads::check_fake_quant_policy<quads::weight_only<quads::mxfp4, o_mx_floor, quads::ste::clipped>>());
+static_assert(quads::check_fake_quant_policy<
+              quads::weight_only<quads::mxfp4, o_mx_floor, quads::ste::clipped>>());
 static_assert(quads::check_fake_quant_policy<quads::w4a4<quads::nvfp4>>());
 static_assert(quads::check_fake_quant_policy<user_mx_floor_policy>());
 static_assert(quads::straight_through_estimator<half_at_saturation>);
@@ -98,17 +99,20 @@ static_assert(!quads::fake_quant_policy<quantizer_not_block_quantizer>);
 static_assert(!quads::fake_quant_policy<int>);
 static_assert(!quads::straight_through_estimator<not_an_ste>);
 // Static members a caller reads.
-static_assert(!quads::no_fake_quant::quantizes_weights && !quads::no_fake_quant::quantizes_activations);
+static_assert(!quads::no_fake_quant::quantizes_weights &&
+              !quads::no_fake_quant::quantizes_activations);
 static_assert(quads::weight_only<quads::nvfp4>::quantizes_weights &&
               !quads::weight_only<quads::nvfp4>::quantizes_activations);
 static_assert(std::is_same_v<quads::weight_only<quads::nvfp4>::weight_quantizer,
                              quads::block_quantizer<quads::nvfp4, quads::quant_options{}>>);
-static_assert(std::is_same_v<quads::weight_only<quads::nvfp4>::weight_gradient, quads::ste::identity>);
+static_assert(
+    std::is_same_v<quads::weight_only<quads::nvfp4>::weight_gradient, quads::ste::identity>);
 static_assert(std::is_same_v<quads::w4a4<quads::nvfp4>::activation_quantizer,
                              quads::block_quantizer<quads::nvfp4, quads::per_row_options>>);
 static_assert(quads::w4a4<quads::nvfp4>::activation_quantizer::options.global ==
               quads::global_scale::per_row);
-static_assert(std::is_same_v<quads::w4a4<quads::mxfp4, o_default, o_default, quads::ste::clipped>::activation_gradient,
+static_assert(std::is_same_v<quads::w4a4<quads::mxfp4, o_default, o_default,
+                                         quads::ste::clipped>::activation_gradient,
                              quads::ste::clipped>);
 
 TEST_SUITE("policy.concept") {
@@ -116,7 +120,8 @@ TEST_SUITE("policy.concept") {
     auto g = quads_test::rng("policy.concept.user");
     const int M = 6, N = 5, K = 64;
     std::vector<float> w = weights(g, 1, N, K);
-    for (std::size_t i = 0; i < w.size(); i += 9) w[i] *= 7.0f;  // amax in [6, 8) * 2^e: clips
+    for (std::size_t i = 0; i < w.size(); i += 9)
+      w[i] *= 7.0f; // amax in [6, 8) * 2^e: clips
     const std::vector<float> x = quads_test::normal_values(g, static_cast<std::size_t>(M) * K);
     const std::vector<float> dy = quads_test::normal_values(g, static_cast<std::size_t>(M) * N);
     const auto s = quads::linear_shape::dense(M, N, K);
@@ -139,7 +144,7 @@ TEST_SUITE("policy.concept") {
         if (sat[idx]) ++halved;
         CHECK(grads.dw[idx] == doctest::Approx(sat[idx] ? 0.5 * direct : direct).epsilon(1e-12));
       }
-    CHECK(halved > 0);  // the user rule was exercised
+    CHECK(halved > 0); // the user rule was exercised
     CHECK(std::strcmp(user_mx_floor_policy::name, "user_mx_floor") == 0);
   }
 

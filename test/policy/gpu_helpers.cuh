@@ -19,11 +19,11 @@
 
 namespace policy_gpu_test {
 
-#define QUADS_CUDA_REQUIRE(call)                                                                  \
-  do {                                                                                            \
-    const cudaError_t quads_e_ = (call);                                                          \
-    INFO(#call << ": " << cudaGetErrorString(quads_e_));                                          \
-    REQUIRE(quads_e_ == cudaSuccess);                                                             \
+#define QUADS_CUDA_REQUIRE(call)                                                                   \
+  do {                                                                                             \
+    const cudaError_t quads_e_ = (call);                                                           \
+    INFO(#call << ": " << cudaGetErrorString(quads_e_));                                           \
+    REQUIRE(quads_e_ == cudaSuccess);                                                              \
   } while (0)
 
 //! Device memory of `n` values of `T` (test-only RAII).
@@ -39,11 +39,13 @@ struct dbuf {
   ~dbuf() { cudaFree(p); }
   void upload(const std::vector<T>& h) {
     REQUIRE(h.size() == n);
-    if (n > 0) REQUIRE(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+    if (n > 0)
+      REQUIRE(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
   }
   std::vector<T> download() const {
     std::vector<T> h(n);
-    if (n > 0) REQUIRE(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+    if (n > 0)
+      REQUIRE(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
     return h;
   }
 };
@@ -68,7 +70,8 @@ inline std::vector<float> from_bf16(const std::vector<__nv_bfloat16>& v) {
 //! Host fp32 values rounded to bf16 (RNE), as the GPU's bf16 outputs round them.
 inline std::vector<float> round_bf16(const std::vector<float>& v) {
   std::vector<float> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = quads::reference::round_bf16(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    out[i] = quads::reference::round_bf16(v[i]);
   return out;
 }
 

@@ -51,28 +51,35 @@ error_stat relative_errors(const std::vector<float>& gpu, const std::vector<doub
 
 template <class P>
 constexpr bool nvfp4_rounded_weights() {
-  if constexpr (P::quantizes_weights) return P::weight_quantizer::format::has_tensor_scale;
-  else return false;
+  if constexpr (P::quantizes_weights)
+    return P::weight_quantizer::format::has_tensor_scale;
+  else
+    return false;
 }
 template <class P>
 constexpr bool nvfp4_rounded_acts() {
-  if constexpr (P::quantizes_activations) return P::activation_quantizer::format::has_tensor_scale;
-  else return false;
+  if constexpr (P::quantizes_activations)
+    return P::activation_quantizer::format::has_tensor_scale;
+  else
+    return false;
 }
 
 template <class P, class TW = bf16>
-void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads::fake_quant_args& hargs = {},
-                      bool with_bias = true) {
-  const std::string label = std::string(name) + (std::is_same_v<TW, float> ? " (fp32 master)" : "") +
+void check_linear_gpu(std::string_view name, quads::linear_shape s,
+                      const quads::fake_quant_args& hargs = {}, bool with_bias = true) {
+  const std::string label = std::string(name) +
+                            (std::is_same_v<TW, float> ? " (fp32 master)" : "") +
                             (with_bias ? " +bias" : "") + " E=" + std::to_string(s.experts);
   INFO(label);
-  auto g = quads_test::rng(std::string("gpu.linear.") + std::string(name) + std::to_string(s.experts));
+  auto g =
+      quads_test::rng(std::string("gpu.linear.") + std::string(name) + std::to_string(s.experts));
   const std::size_t M = static_cast<std::size_t>(s.total_rows());
   const std::size_t N = static_cast<std::size_t>(s.n), K = static_cast<std::size_t>(s.k);
   // fp32 masters are not bf16 values: the fp32 path must QDQ the fp32 weights.
   std::vector<float> w = weights(g, s.experts, s.n, s.k, !std::is_same_v<TW, float>);
   std::vector<float> x = round_bf16(quads_test::normal_values(g, M * K));
-  std::vector<float> bias = round_bf16(quads_test::normal_values(g, static_cast<std::size_t>(s.experts) * N, 0.5f));
+  std::vector<float> bias =
+      round_bf16(quads_test::normal_values(g, static_cast<std::size_t>(s.experts) * N, 0.5f));
   if (!with_bias) bias.clear();
   std::vector<float> dy = round_bf16(quads_test::normal_values(g, M * N));
 
@@ -88,19 +95,23 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads:
   x_d.upload(to_bf16(x));
   bias_d.upload(to_bf16(bias));
   dy_d.upload(to_bf16(dy));
-  if constexpr (std::is_same_v<TW, float>) w_d.upload(w);
-  else w_d.upload(to_bf16(w));
+  if constexpr (std::is_same_v<TW, float>)
+    w_d.upload(w);
+  else
+    w_d.upload(to_bf16(w));
   dbuf<quads::tensor_scale> wg_d(hargs.weight_given.size()), ag_d(hargs.act_given.size());
-  wg_d.upload(std::vector<quads::tensor_scale>(hargs.weight_given.begin(), hargs.weight_given.end()));
+  wg_d.upload(
+      std::vector<quads::tensor_scale>(hargs.weight_given.begin(), hargs.weight_given.end()));
   ag_d.upload(std::vector<quads::tensor_scale>(hargs.act_given.begin(), hargs.act_given.end()));
-  const tr::device_fake_quant_args dargs{wg_d.p, static_cast<int>(wg_d.n), ag_d.p, static_cast<int>(ag_d.n),
-                                         hargs.weight_seed, hargs.act_seed};
+  const tr::device_fake_quant_args dargs{
+      wg_d.p,        static_cast<int>(wg_d.n), ag_d.p, static_cast<int>(ag_d.n), hargs.weight_seed,
+      hargs.act_seed};
   dbuf<unsigned char> ws_mem(tr::linear_workspace_bytes<P, TW>(s, with_bias));
   const tr::linear_workspace ws = tr::carve_linear_workspace<P, TW>(ws_mem.p, s, with_bias);
   cudaStream_t stream;
   QUADS_CUDA_REQUIRE(cudaStreamCreate(&stream));
-  const cudaError_t fe = tr::linear_forward<P, TW>(handle.h, x_d.p, w_d.p, with_bias ? bias_d.p : nullptr, y_d.p, s, ws,
-                                                     dargs, stream);
+  const cudaError_t fe = tr::linear_forward<P, TW>(
+      handle.h, x_d.p, w_d.p, with_bias ? bias_d.p : nullptr, y_d.p, s, ws, dargs, stream);
   INFO("forward: " << tr::last_error_message());
   REQUIRE(fe == cudaSuccess);
   const cudaError_t be = tr::linear_backward<P, TW>(handle.h, dy_d.p, x_d.p, w_d.p, dx_d.p, dw_d.p,
@@ -113,11 +124,13 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads:
   // Operands bit for bit: bf16 RNE of the host's fp32 fake quantization.
   if (P::quantizes_weights || std::is_same_v<TW, float>) {
     std::vector<bf16> wop(w.size());
-    REQUIRE(cudaMemcpy(wop.data(), ws.weight_op, w.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+    REQUIRE(cudaMemcpy(wop.data(), ws.weight_op, w.size() * 2, cudaMemcpyDeviceToHost) ==
+            cudaSuccess);
     REQUIRE(diff(from_bf16(wop), round_bf16(fwd.saved.weights.values)) == "");
   }
   std::vector<float> xop_host;
-  for (const auto& a : fwd.saved.acts) xop_host.insert(xop_host.end(), a.values.begin(), a.values.end());
+  for (const auto& a : fwd.saved.acts)
+    xop_host.insert(xop_host.end(), a.values.begin(), a.values.end());
   if (P::quantizes_activations && M > 0) {
     std::vector<bf16> xop(M * K);
     REQUIRE(cudaMemcpy(xop.data(), ws.act_op, M * K * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
@@ -126,7 +139,8 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads:
 
   // Sums of |terms| per output element.
   const std::vector<float>& wo = fwd.saved.weights.values;
-  std::vector<double> sy(M * N), sdx(M * K), sdw(w.size(), 0.0), sdb(static_cast<std::size_t>(s.experts) * N, 0.0);
+  std::vector<double> sy(M * N), sdx(M * K), sdw(w.size(), 0.0),
+      sdb(static_cast<std::size_t>(s.experts) * N, 0.0);
   for (int e = 0; e < s.experts; ++e) {
     const std::size_t r0 = static_cast<std::size_t>(s.row_offset(e));
     const std::size_t rows = static_cast<std::size_t>(s.rows[static_cast<std::size_t>(e)]);
@@ -134,18 +148,21 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads:
     for (std::size_t i = r0; i < r0 + rows; ++i) {
       for (std::size_t j = 0; j < N; ++j) {
         double a = with_bias ? std::fabs(bias[e * N + j]) : 0.0;
-        for (std::size_t c = 0; c < K; ++c) a += std::fabs(static_cast<double>(xop_host[i * K + c]) * we[j * K + c]);
+        for (std::size_t c = 0; c < K; ++c)
+          a += std::fabs(static_cast<double>(xop_host[i * K + c]) * we[j * K + c]);
         sy[i * N + j] = a;
         sdb[e * N + j] += std::fabs(dy[i * N + j]);
       }
       for (std::size_t c = 0; c < K; ++c) {
         double a = 0.0;
-        for (std::size_t j = 0; j < N; ++j) a += std::fabs(static_cast<double>(dy[i * N + j]) * we[j * K + c]);
+        for (std::size_t j = 0; j < N; ++j)
+          a += std::fabs(static_cast<double>(dy[i * N + j]) * we[j * K + c]);
         sdx[i * K + c] = a;
       }
       for (std::size_t j = 0; j < N; ++j)
         for (std::size_t c = 0; c < K; ++c)
-          sdw[(e * N + j) * K + c] += std::fabs(static_cast<double>(dy[i * N + j]) * xop_host[i * K + c]);
+          sdw[(e * N + j) * K + c] +=
+              std::fabs(static_cast<double>(dy[i * N + j]) * xop_host[i * K + c]);
     }
   }
   const double acc = std::ldexp(1.0, -16), out16 = std::ldexp(1.0, -8);
@@ -160,8 +177,9 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s, const quads:
   const std::vector<float> dw_gpu = dw_d.download();
   const auto edw = relative_errors(dw_gpu, grads.dw, sdw);
   const auto edb = relative_errors(db_d.download(), grads.dbias, sdb);
-  MESSAGE(label << ": max |err|/S  y " << ey.worst << " (tol " << tol_y << ")  dx " << edx.worst << " (tol "
-          << tol_dx << ")  dW " << edw.worst << " (tol " << tol_dw << ")  dbias " << edb.worst);
+  MESSAGE(label << ": max |err|/S  y " << ey.worst << " (tol " << tol_y << ")  dx " << edx.worst
+                << " (tol " << tol_dx << ")  dW " << edw.worst << " (tol " << tol_dw << ")  dbias "
+                << edb.worst);
   CHECK(ey.worst <= tol_y);
   CHECK(edx.worst <= tol_dx);
   CHECK(edw.worst <= tol_dw);
@@ -200,18 +218,19 @@ TEST_SUITE("policy.gpu.linear") {
         "wo-nvfp4-46sr-clip", {.weight_seed = quads_test::derived_seed("gpu.lin.46")});
   }
   TEST_CASE("weight_only mxfp4 floor with clipped STE (operands exact in bf16)") {
-    check_shapes<quads::weight_only<quads::mxfp4, o_mx_floor, quads::ste::clipped>>("wo-mxfp4-clip");
+    check_shapes<quads::weight_only<quads::mxfp4, o_mx_floor, quads::ste::clipped>>(
+        "wo-mxfp4-clip");
   }
   TEST_CASE("w4a4 nvfp4 (per-row activations), identity and clipped STE") {
     check_shapes<quads::w4a4<quads::nvfp4>>("w4a4-nvfp4");
-    check_shapes<quads::w4a4<quads::nvfp4, o_default, quads::per_row_options, quads::ste::clipped>>("w4a4-nvfp4-clip");
+    check_shapes<quads::w4a4<quads::nvfp4, o_default, quads::per_row_options, quads::ste::clipped>>(
+        "w4a4-nvfp4-clip");
   }
   TEST_CASE("w4a4 nvfp4 with given scales, per-tensor stochastic activations") {
     const std::vector<quads::tensor_scale> wg = {quads::make_tensor_scale<quads::nvfp4>(0.4f)};
-    const std::vector<quads::tensor_scale> ag = {quads::make_tensor_scale<quads::nvfp4>(3.0f),
-                                                 quads::make_tensor_scale<quads::nvfp4>(2.0f),
-                                                 quads::make_tensor_scale<quads::nvfp4>(4.0f),
-                                                 quads::make_tensor_scale<quads::nvfp4>(1.0f)};
+    const std::vector<quads::tensor_scale> ag = {
+        quads::make_tensor_scale<quads::nvfp4>(3.0f), quads::make_tensor_scale<quads::nvfp4>(2.0f),
+        quads::make_tensor_scale<quads::nvfp4>(4.0f), quads::make_tensor_scale<quads::nvfp4>(1.0f)};
     constexpr quads::quant_options act_sr{.round = quads::rounding::stochastic};
     using P = quads::w4a4<quads::nvfp4, o_given, act_sr, quads::ste::clipped>;
     check_linear_gpu<P>("w4a4-given-sr", quads::linear_shape::dense(64, 96, 128),
@@ -221,7 +240,8 @@ TEST_SUITE("policy.gpu.linear") {
                          {.act_given = ag});
   }
   TEST_CASE("w4a4 mxfp4 floor with clipped STE") {
-    check_shapes<quads::w4a4<quads::mxfp4, o_mx_floor, o_mx_floor, quads::ste::clipped>>("w4a4-mxfp4-clip");
+    check_shapes<quads::w4a4<quads::mxfp4, o_mx_floor, o_mx_floor, quads::ste::clipped>>(
+        "w4a4-mxfp4-clip");
   }
 }
 
@@ -231,25 +251,30 @@ TEST_SUITE("policy.gpu.errors") {
     cublas_handle handle;
     dbuf<bf16> x(64 * 64), y(64 * 64), w(64 * 64);
     dbuf<unsigned char> mem(1 << 20);
-    auto s = quads::linear_shape::dense(16, 16, 48);  // k = 48: not a multiple of 32
+    auto s = quads::linear_shape::dense(16, 16, 48); // k = 48: not a multiple of 32
     auto ws = tr::carve_linear_workspace<P>(mem.p, s);
     CHECK(tr::linear_forward<P>(handle.h, x.p, w.p, nullptr, y.p, s, ws) == cudaErrorInvalidValue);
-    CHECK(std::string(tr::last_error_message()).find("multiple of the weight block size 32") != std::string::npos);
+    CHECK(std::string(tr::last_error_message()).find("multiple of the weight block size 32") !=
+          std::string::npos);
 
     s = quads::linear_shape::dense(16, 16, 64);
     ws = tr::carve_linear_workspace<P>(mem.p, s);
     CHECK(tr::linear_forward<P>(nullptr, x.p, w.p, nullptr, y.p, s, ws) == cudaErrorInvalidValue);
-    CHECK(std::string(tr::last_error_message()).find("cublasHandle_t is null") != std::string::npos);
+    CHECK(std::string(tr::last_error_message()).find("cublasHandle_t is null") !=
+          std::string::npos);
 
-    CHECK(tr::linear_forward<P>(handle.h, x.p, w.p, nullptr, y.p, s, tr::linear_workspace{}) == cudaErrorInvalidValue);
+    CHECK(tr::linear_forward<P>(handle.h, x.p, w.p, nullptr, y.p, s, tr::linear_workspace{}) ==
+          cudaErrorInvalidValue);
     CHECK(std::string(tr::last_error_message()).find("workspace buffer") != std::string::npos);
 
-    CHECK(tr::linear_forward<P>(handle.h, x.p, w.p + 1, nullptr, y.p, s, ws) == cudaErrorInvalidValue);
+    CHECK(tr::linear_forward<P>(handle.h, x.p, w.p + 1, nullptr, y.p, s, ws) ==
+          cudaErrorInvalidValue);
     CHECK(std::string(tr::last_error_message()).find("16-byte aligned") != std::string::npos);
 
     auto bad = quads::linear_shape::grouped(16, 64, {4, 4});
     bad.rows.pop_back();
-    CHECK(tr::linear_backward<P>(handle.h, y.p, x.p, w.p, x.p, nullptr, nullptr, bad, ws) == cudaErrorInvalidValue);
+    CHECK(tr::linear_backward<P>(handle.h, y.p, x.p, w.p, x.p, nullptr, nullptr, bad, ws) ==
+          cudaErrorInvalidValue);
     CHECK(std::string(tr::last_error_message()).find("one entry per expert") != std::string::npos);
 
     using G = quads::weight_only<quads::nvfp4, o_given>;
@@ -260,7 +285,8 @@ TEST_SUITE("policy.gpu.errors") {
     // Kernel launcher errors come through with the step named.
     dbuf<std::uint8_t> data(64 * 64), scales(4096);
     dbuf<float> amax(4);
-    CHECK(tr::sync_weights<P>(w.p, 1, 16, 48, {data.p, scales.p, nullptr}, amax.p) == cudaErrorInvalidValue);
+    CHECK(tr::sync_weights<P>(w.p, 1, 16, 48, {data.p, scales.p, nullptr}, amax.p) ==
+          cudaErrorInvalidValue);
     const std::string m = tr::last_error_message();
     CHECK(m.find("sync_weights (kernels::quantize)") != std::string::npos);
     CHECK(m.find("multiple of the block size 32") != std::string::npos);
@@ -268,8 +294,9 @@ TEST_SUITE("policy.gpu.errors") {
     // apply_ste needs a contiguous tensor.
     dbuf<float> grad(64 * 64);
     using WQ = quads::block_quantizer<quads::mxfp4>;
-    CHECK((tr::apply_ste<WQ, quads::ste::clipped>(
-               w.p, grad.p, quads::kernels::tensor_shape{1, 16, 64, 128}, nullptr, {})) == cudaErrorInvalidValue);
+    CHECK((tr::apply_ste<WQ, quads::ste::clipped>(w.p, grad.p,
+                                                  quads::kernels::tensor_shape{1, 16, 64, 128},
+                                                  nullptr, {})) == cudaErrorInvalidValue);
     CHECK(std::string(tr::last_error_message()).find("contiguous") != std::string::npos);
 
     // A bias needs the fp32 buffer of a with_bias workspace.

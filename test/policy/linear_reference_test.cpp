@@ -32,10 +32,12 @@ problem make_problem(std::string_view name, quads::linear_shape s, bool with_bia
   const std::size_t M = static_cast<std::size_t>(s.total_rows());
   p.w = weights(g, s.experts, s.n, s.k);
   p.x = quads_test::normal_values(g, M * s.k);
-  for (float& v : p.x) v = ref::round_bf16(v);
+  for (float& v : p.x)
+    v = ref::round_bf16(v);
   if (with_bias) p.bias = quads_test::normal_values(g, static_cast<std::size_t>(s.experts) * s.n);
   p.dy = quads_test::normal_values(g, M * s.n);
-  for (float& v : p.dy) v = ref::round_bf16(v);
+  for (float& v : p.dy)
+    v = ref::round_bf16(v);
   p.shape = std::move(s);
   return p;
 }
@@ -47,8 +49,8 @@ template <class P>
 std::vector<float> direct_weight_operand(const problem& p, const quads::fake_quant_args& a) {
   if constexpr (P::quantizes_weights) {
     using Q = typename P::weight_quantizer;
-    return ref::qdq<typename Q::format, Q::options>(p.w, p.shape.n, p.shape.k,
-                                                    {p.shape.experts, a.weight_given, a.weight_seed});
+    return ref::qdq<typename Q::format, Q::options>(
+        p.w, p.shape.n, p.shape.k, {p.shape.experts, a.weight_given, a.weight_seed});
   } else {
     return p.w;
   }
@@ -97,20 +99,23 @@ std::vector<long double> direct_forward(const problem& p, const std::vector<floa
 long double loss(const problem& p, const std::vector<float>& xo, const std::vector<float>& wo) {
   const auto y = direct_forward(p, xo, wo);
   long double l = 0.0L;
-  for (std::size_t i = 0; i < y.size(); ++i) l += y[i] * p.dy[i];
+  for (std::size_t i = 0; i < y.size(); ++i)
+    l += y[i] * p.dy[i];
   return l;
 }
 
 template <class P>
 void check_policy(const problem& p, const quads::fake_quant_args& args = {}) {
   const auto& s = p.shape;
-  INFO("policy " << std::string(P::name) << ", experts " << s.experts << ", n " << s.n << ", k " << s.k);
+  INFO("policy " << std::string(P::name) << ", experts " << s.experts << ", n " << s.n << ", k "
+                 << s.k);
   const auto fwd = ref::linear_forward<P>(p.x, p.w, p.bias, s, args);
   const std::vector<float> wo = direct_weight_operand<P>(p, args);
   const std::vector<float> xo = direct_act_operand<P>(p, args);
   REQUIRE(diff(fwd.saved.weights.values, wo) == "");
   std::vector<float> xo_saved;
-  for (const auto& a : fwd.saved.acts) xo_saved.insert(xo_saved.end(), a.values.begin(), a.values.end());
+  for (const auto& a : fwd.saved.acts)
+    xo_saved.insert(xo_saved.end(), a.values.begin(), a.values.end());
   REQUIRE(diff(xo_saved, xo) == "");
 
   // Forward against direct long-double computation.
@@ -134,7 +139,7 @@ void check_policy(const problem& p, const quads::fake_quant_args& args = {}) {
       const long double down = wp[i];
       const long double lm = loss(p, xo, wp);
       wp[i] = wo[i];
-      dw_wq[i] = (lp - lm) / (up - down);  // the step actually taken in fp32
+      dw_wq[i] = (lp - lm) / (up - down); // the step actually taken in fp32
     }
   }
   std::vector<double> wmask(wo.size(), 1.0);
@@ -150,12 +155,14 @@ void check_policy(const problem& p, const quads::fake_quant_args& args = {}) {
       ++masked_w;
       REQUIRE(grads.dw[i] == 0.0);
     } else {
-      REQUIRE(grads.dw[i] == doctest::Approx(wmask[i] * static_cast<double>(dw_wq[i])).epsilon(1e-9));
+      REQUIRE(grads.dw[i] ==
+              doctest::Approx(wmask[i] * static_cast<double>(dw_wq[i])).epsilon(1e-9));
     }
   }
   if (std::is_same_v<typename P::weight_gradient, quads::ste::identity>) REQUIRE(masked_w == 0);
   if (std::is_same_v<typename P::weight_gradient, quads::ste::clipped>) {
-    MESSAGE(std::string(P::name) << ": clipped STE masked " << masked_w << " of " << wo.size() << " weight gradients");
+    MESSAGE(std::string(P::name) << ": clipped STE masked " << masked_w << " of " << wo.size()
+                                 << " weight gradients");
     REQUIRE(masked_w > 0);
   }
 
@@ -182,8 +189,10 @@ void check_policy(const problem& p, const quads::fake_quant_args& args = {}) {
       const long double lm = loss(p, xp, wo);
       xp[i] = xo[i];
       const double fd = static_cast<double>((lp - lm) / (up - down));
-      if (xmask[i] == 0.0) REQUIRE(grads.dx[i] == 0.0);
-      else REQUIRE(grads.dx[i] == doctest::Approx(xmask[i] * fd).epsilon(1e-9));
+      if (xmask[i] == 0.0)
+        REQUIRE(grads.dx[i] == 0.0);
+      else
+        REQUIRE(grads.dx[i] == doctest::Approx(xmask[i] * fd).epsilon(1e-9));
     }
   }
 
@@ -193,7 +202,8 @@ void check_policy(const problem& p, const quads::fake_quant_args& args = {}) {
       double sum = 0.0;
       for (int i = 0; i < s.rows[static_cast<std::size_t>(e)]; ++i)
         sum += p.dy[static_cast<std::size_t>(s.row_offset(e) + i) * s.n + j];
-      REQUIRE(grads.dbias[static_cast<std::size_t>(e) * s.n + j] == doctest::Approx(sum).epsilon(1e-12));
+      REQUIRE(grads.dbias[static_cast<std::size_t>(e) * s.n + j] ==
+              doctest::Approx(sum).epsilon(1e-12));
     }
 
   // The fp32 variant: same operands, fp32 accumulation; close to float64 relative to the sum of
@@ -215,8 +225,10 @@ void check_policy(const problem& p, const quads::fake_quant_args& args = {}) {
 
 template <class P>
 void check_both_shapes(std::string_view name, const quads::fake_quant_args& args = {}) {
-  check_policy<P>(make_problem(std::string(name) + ".dense", quads::linear_shape::dense(5, 7, 64), true), args);
-  check_policy<P>(make_problem(std::string(name) + ".grouped", quads::linear_shape::grouped(6, 64, {4, 0, 3}), true),
+  check_policy<P>(
+      make_problem(std::string(name) + ".dense", quads::linear_shape::dense(5, 7, 64), true), args);
+  check_policy<P>(make_problem(std::string(name) + ".grouped",
+                               quads::linear_shape::grouped(6, 64, {4, 0, 3}), true),
                   args);
 }
 
@@ -230,7 +242,8 @@ TEST_SUITE("policy.reference_linear") {
     check_both_shapes<quads::weight_only<quads::nvfp4>>("lin.wo");
   }
   TEST_CASE("weight_only nvfp4 with clipped STE masks exactly the saturated weights") {
-    check_both_shapes<quads::weight_only<quads::nvfp4, o_default, quads::ste::clipped>>("lin.wo.clip");
+    check_both_shapes<quads::weight_only<quads::nvfp4, o_default, quads::ste::clipped>>(
+        "lin.wo.clip");
   }
   TEST_CASE("weight_only mxfp4 floor rule with clipped STE and stochastic rounding") {
     check_both_shapes<quads::weight_only<quads::mxfp4, o_mx_floor_sr, quads::ste::clipped>>(
@@ -246,27 +259,34 @@ TEST_SUITE("policy.reference_linear") {
         "lin.w4a4.clip", {.act_seed = quads_test::derived_seed("lin.w4a4.clip")});
   }
   TEST_CASE("w4a4 mxfp4 with clipped STE") {
-    check_both_shapes<quads::w4a4<quads::mxfp4, o_mx_floor, o_mx_floor, quads::ste::clipped>>("lin.w4a4.mx");
+    check_both_shapes<quads::w4a4<quads::mxfp4, o_mx_floor, o_mx_floor, quads::ste::clipped>>(
+        "lin.w4a4.mx");
   }
   TEST_CASE("given tensor scales: one for all experts, or one per expert") {
     auto p = make_problem("lin.given", quads::linear_shape::grouped(6, 32, {2, 3, 1}), false);
     const std::vector<quads::tensor_scale> one = {quads::make_tensor_scale<quads::nvfp4>(0.3f)};
-    check_policy<quads::weight_only<quads::nvfp4, o_given, quads::ste::clipped>>(p, {.weight_given = one});
+    check_policy<quads::weight_only<quads::nvfp4, o_given, quads::ste::clipped>>(
+        p, {.weight_given = one});
     const std::vector<quads::tensor_scale> per = {quads::make_tensor_scale<quads::nvfp4>(0.1f),
                                                   quads::make_tensor_scale<quads::nvfp4>(0.2f),
                                                   quads::make_tensor_scale<quads::nvfp4>(2.0f)};
-    check_policy<quads::w4a4<quads::nvfp4, o_given, o_given>>(p, {.weight_given = per, .act_given = per});
+    check_policy<quads::w4a4<quads::nvfp4, o_given, o_given>>(
+        p, {.weight_given = per, .act_given = per});
   }
   TEST_CASE("bad shapes throw std::invalid_argument with a message") {
     const std::vector<float> x(3 * 48), w(4 * 48);
-    CHECK_THROWS_AS((ref::linear_forward<quads::weight_only<quads::mxfp4>>(x, w, {}, quads::linear_shape::dense(3, 4, 48))),
-                    std::invalid_argument);  // k not a multiple of 32
-    CHECK_THROWS_AS((ref::linear_forward<quads::no_fake_quant>(x, w, {}, quads::linear_shape::dense(4, 4, 48))),
-                    std::invalid_argument);  // x too short
-    CHECK_THROWS_AS((ref::linear_forward<quads::no_fake_quant>(x, w, std::vector<float>(3), quads::linear_shape::dense(3, 4, 48))),
-                    std::invalid_argument);  // bias size
+    CHECK_THROWS_AS((ref::linear_forward<quads::weight_only<quads::mxfp4>>(
+                        x, w, {}, quads::linear_shape::dense(3, 4, 48))),
+                    std::invalid_argument); // k not a multiple of 32
+    CHECK_THROWS_AS(
+        (ref::linear_forward<quads::no_fake_quant>(x, w, {}, quads::linear_shape::dense(4, 4, 48))),
+        std::invalid_argument); // x too short
+    CHECK_THROWS_AS((ref::linear_forward<quads::no_fake_quant>(
+                        x, w, std::vector<float>(3), quads::linear_shape::dense(3, 4, 48))),
+                    std::invalid_argument); // bias size
     quads::linear_shape bad = quads::linear_shape::grouped(4, 48, {1, 2});
     bad.experts = 3;
-    CHECK_THROWS_AS((ref::linear_forward<quads::no_fake_quant>(x, w, {}, bad)), std::invalid_argument);
+    CHECK_THROWS_AS((ref::linear_forward<quads::no_fake_quant>(x, w, {}, bad)),
+                    std::invalid_argument);
   }
 }

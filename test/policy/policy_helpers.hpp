@@ -22,9 +22,10 @@ namespace policy_test {
 
 inline constexpr quads::quant_options o_default{};
 inline constexpr quads::quant_options o_stochastic{.round = quads::rounding::stochastic};
-inline constexpr quads::quant_options o_four_six{.block_rule = quads::block_scale_rule::four_over_six};
-inline constexpr quads::quant_options o_four_six_sr{.round = quads::rounding::stochastic,
-                                                    .block_rule = quads::block_scale_rule::four_over_six};
+inline constexpr quads::quant_options o_four_six{.block_rule =
+                                                     quads::block_scale_rule::four_over_six};
+inline constexpr quads::quant_options o_four_six_sr{
+    .round = quads::rounding::stochastic, .block_rule = quads::block_scale_rule::four_over_six};
 inline constexpr quads::quant_options o_given{.global = quads::global_scale::given};
 inline constexpr quads::quant_options o_per_row{.global = quads::global_scale::per_row};
 inline constexpr quads::quant_options o_mx_floor{.mx_rounding = quads::ue8m0_rounding::floor};
@@ -43,8 +44,8 @@ inline std::vector<float> weights(std::mt19937_64& g, int experts, int rows, int
       for (int c = 0; c < cols; ++c) {
         float& v = w[(static_cast<std::size_t>(e) * rows + r) * cols + c];
         v = std::ldexp(v, e % 3 - 1);
-        if (coin(g) == 0) v *= 12.0f;  // sparse outliers
-        if (c % 37 == 5) v *= 4.0f;    // an outlier channel
+        if (coin(g) == 0) v *= 12.0f; // sparse outliers
+        if (c % 37 == 5) v *= 4.0f;   // an outlier channel
         if (bf16) v = quads::reference::round_bf16(v);
       }
   return w;

@@ -22,8 +22,8 @@ namespace ref = quads::reference;
 namespace {
 
 struct mask_counts {
-  int saturated = 0;          // masked elements
-  int rounded_to_six = 0;     // code ±6 without saturating (keeps its gradient)
+  int saturated = 0;      // masked elements
+  int rounded_to_six = 0; // code ±6 without saturating (keeps its gradient)
 };
 
 //! Independent multiplier of a block from its stored scale byte (plain float arithmetic, not
@@ -93,22 +93,26 @@ TEST_SUITE("policy.ste") {
     CHECK(diff(grad, before) == "");
   }
 
-  TEST_CASE("clipped STE: nvfp4 default masks exactly the elements pushed past 6 by E4M3 rounding") {
+  TEST_CASE(
+      "clipped STE: nvfp4 default masks exactly the elements pushed past 6 by E4M3 rounding") {
     auto g = quads_test::rng("policy.ste.nvfp4");
     const std::vector<float> x = weights(g, 3, 24, 64);
     const mask_counts c = check_clipped_mask<quads::nvfp4, o_default>(x, 3, 24, 64);
-    MESSAGE("saturated " << c.saturated << ", rounded to 6 without saturating " << c.rounded_to_six);
+    MESSAGE("saturated " << c.saturated << ", rounded to 6 without saturating "
+                         << c.rounded_to_six);
     CHECK(c.saturated > 0);
     CHECK(c.rounded_to_six > 0);
   }
 
-  TEST_CASE("clipped STE: a too-small given tensor scale saturates the block scale and masks more") {
+  TEST_CASE(
+      "clipped STE: a too-small given tensor scale saturates the block scale and masks more") {
     auto g = quads_test::rng("policy.ste.given");
     const std::vector<float> x = weights(g, 1, 32, 64);
     const float amax = ref::amax(x);
     // S_dec four times too small: block scales above 448 saturate, whole blocks clip.
     const quads::tensor_scale ts = quads::tensor_scale_from_decode(amax / (6.0f * 448.0f) / 4.0f);
-    const mask_counts c = check_clipped_mask<quads::nvfp4, o_given>(x, 1, 32, 64, std::span(&ts, 1));
+    const mask_counts c =
+        check_clipped_mask<quads::nvfp4, o_given>(x, 1, 32, 64, std::span(&ts, 1));
     MESSAGE("saturated " << c.saturated << " of " << x.size());
     CHECK(c.saturated > 8);
   }
@@ -120,8 +124,9 @@ TEST_SUITE("policy.ste") {
     CHECK(floor.saturated > 0);
     const mask_counts up = check_clipped_mask<quads::mxfp4, o_default>(x, 2, 16, 96);
     CHECK(up.saturated == 0);
-    const mask_counts floor_sr = check_clipped_mask<quads::mxfp4, o_mx_floor_sr>(x, 2, 16, 96, {}, 77);
-    CHECK(floor_sr.saturated == floor.saturated);  // saturation does not depend on the rounding
+    const mask_counts floor_sr =
+        check_clipped_mask<quads::mxfp4, o_mx_floor_sr>(x, 2, 16, 96, {}, 77);
+    CHECK(floor_sr.saturated == floor.saturated); // saturation does not depend on the rounding
   }
 
   TEST_CASE("clipped STE: four_over_six uses the multiplier of the kept candidate") {
@@ -129,7 +134,8 @@ TEST_SUITE("policy.ste") {
     const std::vector<float> x = weights(g, 2, 32, 64);
     const mask_counts c = check_clipped_mask<quads::nvfp4, o_four_six>(x, 2, 32, 64);
     CHECK(c.saturated > 0);
-    check_clipped_mask<quads::nvfp4, o_four_six_sr>(x, 2, 32, 64, {}, quads_test::derived_seed("46"));
+    check_clipped_mask<quads::nvfp4, o_four_six_sr>(x, 2, 32, 64, {},
+                                                    quads_test::derived_seed("46"));
     // Some blocks keep the 4 candidate, so the multiplier choice is exercised.
     using Q = quads::block_quantizer<quads::nvfp4, o_four_six>;
     const auto fq = ref::fake_quant<Q>(x, 2, 32, 64);
@@ -137,7 +143,8 @@ TEST_SUITE("policy.ste") {
     int kept4 = 0;
     for (std::size_t b = 0; b < m.size(); ++b) {
       float blk[16];
-      for (int i = 0; i < 16; ++i) blk[i] = x[b * 16 + i];
+      for (int i = 0; i < 16; ++i)
+        blk[i] = x[b * 16 + i];
       const int r = static_cast<int>(b / 4);
       const auto s6 = Q::scale_for(Q::amax(blk), fq.scale_of(r / 32, r % 32));
       if (m[b] != s6.multiplier) ++kept4;
@@ -149,10 +156,11 @@ TEST_SUITE("policy.ste") {
   TEST_CASE("clipped STE: per-row scales, stochastic rounding and adversarial blocks") {
     auto g = quads_test::rng("policy.ste.adv");
     std::vector<float> x = weights(g, 1, 8, 32, false);
-    x[0] = quads_test::flt_inf();           // Inf saturates (masked)
-    x[40] = quads_test::flt_nan();          // NaN: E2M1 maps it to +6; masked
+    x[0] = quads_test::flt_inf();  // Inf saturates (masked)
+    x[40] = quads_test::flt_nan(); // NaN: E2M1 maps it to +6; masked
     x[41] = -quads_test::flt_inf();
-    for (int i = 64; i < 96; ++i) x[static_cast<std::size_t>(i)] = 0.0f;  // zero blocks
+    for (int i = 64; i < 96; ++i)
+      x[static_cast<std::size_t>(i)] = 0.0f; // zero blocks
     x[130] = quads_test::flt_max();
     check_clipped_mask<quads::nvfp4, o_per_row>(x, 1, 8, 32);
     check_clipped_mask<quads::nvfp4, o_stochastic>(x, 1, 8, 32, {}, 123);
@@ -168,24 +176,28 @@ TEST_SUITE("policy.ste") {
     // A block 1e-9 below the tensor amax gets scale byte 0: it encodes with multiplier FLT_MAX,
     // so its codes are ±6, but it dequantizes to zeros; nothing in it was clipped.
     std::vector<float> x(64, 1.0f);
-    for (int i = 16; i < 32; ++i) x[static_cast<std::size_t>(i)] = (i % 2 ? 1e-9f : -3e-9f);
+    for (int i = 16; i < 32; ++i)
+      x[static_cast<std::size_t>(i)] = (i % 2 ? 1e-9f : -3e-9f);
     using Q = quads::block_quantizer<quads::nvfp4>;
     const auto packed = ref::quantize<quads::nvfp4>(x, 1, 64);
     REQUIRE(packed.scales[1] == 0);
-    REQUIRE((packed.data[8] & 0x7u) == 0x7u);  // code ±6
+    REQUIRE((packed.data[8] & 0x7u) == 0x7u); // code ±6
     const auto fq = ref::fake_quant<Q>(x, 1, 1, 64);
     std::vector<float> grad(64, 1.0f);
     ref::apply_ste<Q, quads::ste::clipped>(std::span<const float>(x), std::span<float>(grad), fq);
-    for (int i = 16; i < 32; ++i) CHECK(grad[static_cast<std::size_t>(i)] == 1.0f);
+    for (int i = 16; i < 32; ++i)
+      CHECK(grad[static_cast<std::size_t>(i)] == 1.0f);
     check_clipped_mask<quads::nvfp4, o_default>(x, 1, 1, 64);
   }
 
   TEST_CASE("apply_ste gives +0 (not NaN) for a masked Inf or NaN gradient, and scales otherwise") {
-    CHECK(quads_test::same_bits(quads::apply_ste<quads::ste::clipped>(quads_test::flt_inf(), 7.0f, 1.0f), 0.0f));
-    CHECK(quads_test::same_bits(quads::apply_ste<quads::ste::clipped>(quads_test::flt_nan(), -7.0f, 1.0f), 0.0f));
-    CHECK(quads::apply_ste<quads::ste::clipped>(2.5f, 6.0f, 1.0f) == 2.5f);  // exactly 6: kept
+    CHECK(quads_test::same_bits(
+        quads::apply_ste<quads::ste::clipped>(quads_test::flt_inf(), 7.0f, 1.0f), 0.0f));
+    CHECK(quads_test::same_bits(
+        quads::apply_ste<quads::ste::clipped>(quads_test::flt_nan(), -7.0f, 1.0f), 0.0f));
+    CHECK(quads::apply_ste<quads::ste::clipped>(2.5f, 6.0f, 1.0f) == 2.5f); // exactly 6: kept
     CHECK(quads::apply_ste<quads::ste::clipped>(2.5f, std::nextafter(6.0f, 7.0f), 1.0f) == 0.0f);
-    CHECK(quads::apply_ste<quads::ste::clipped>(2.5, 3.0f, 2.0f) == 2.5);  // 6: kept (double grad)
-    CHECK(quads::apply_ste<quads::ste::clipped>(2.5, 3.0f, 2.5f) == 0.0);  // 7.5: masked
+    CHECK(quads::apply_ste<quads::ste::clipped>(2.5, 3.0f, 2.0f) == 2.5); // 6: kept (double grad)
+    CHECK(quads::apply_ste<quads::ste::clipped>(2.5, 3.0f, 2.5f) == 0.0); // 7.5: masked
   }
 }

@@ -21,12 +21,14 @@ namespace {
 struct case_shape {
   int experts, n, k;
 };
-constexpr case_shape shapes[] = {{1, 48, 64}, {3, 20, 96}, {2, 130, 32}};  // 130 rows: swizzle padding
+constexpr case_shape shapes[] = {
+    {1, 48, 64}, {3, 20, 96}, {2, 130, 32}}; // 130 rows: swizzle padding
 
 template <class P, class Layout>
 void check_contract(std::string_view name, std::uint64_t seed, bool per_expert_given) {
   for (const case_shape cs : shapes) {
-    INFO(name << " layout " << (std::is_same_v<Layout, quads::linear_scales> ? "linear" : "swizzled")
+    INFO(name << " layout "
+              << (std::is_same_v<Layout, quads::linear_scales> ? "linear" : "swizzled")
               << " shape [" << cs.experts << ", " << cs.n << ", " << cs.k << "]");
     auto g = quads_test::rng(std::string(name) + std::to_string(cs.n));
     for (const bool bf16 : {false, true}) {
@@ -46,9 +48,10 @@ void check_contract(std::string_view name, std::uint64_t seed, bool per_expert_g
         REQUIRE(quads_test::same_bits(packed.tensor_scales[i].decode, fq.tensor_scales[i].decode));
         REQUIRE(quads_test::same_bits(packed.tensor_scales[i].encode, fq.tensor_scales[i].encode));
       }
-      if (bf16) {  // the bf16-master overload packs the same bytes
+      if (bf16) { // the bf16-master overload packs the same bytes
         std::vector<std::uint16_t> bits(w.size());
-        for (std::size_t i = 0; i < w.size(); ++i) bits[i] = ref::bf16_bits(w[i]);
+        for (std::size_t i = 0; i < w.size(); ++i)
+          bits[i] = ref::bf16_bits(w[i]);
         const auto packed16 = ref::sync_weights<P, Layout>(std::span<const std::uint16_t>(bits),
                                                            cs.experts, cs.n, cs.k, args);
         REQUIRE(quads_test::mismatch_report(packed16.data, packed.data) == "");
@@ -58,14 +61,16 @@ void check_contract(std::string_view name, std::uint64_t seed, bool per_expert_g
       if constexpr (P::weight_quantizer::options.round == quads::rounding::stochastic) {
         quads::fake_quant_args other = args;
         other.weight_seed = seed + 1;
-        CHECK(diff(ref::fake_quant_weights<P>(w, cs.experts, cs.n, cs.k, other).values, rollout) != "");
+        CHECK(diff(ref::fake_quant_weights<P>(w, cs.experts, cs.n, cs.k, other).values, rollout) !=
+              "");
       }
     }
   }
 }
 
 template <class P>
-void check_both_layouts(std::string_view name, std::uint64_t seed = 0, bool per_expert_given = false) {
+void check_both_layouts(std::string_view name, std::uint64_t seed = 0,
+                        bool per_expert_given = false) {
   check_contract<P, quads::linear_scales>(name, seed, per_expert_given);
   check_contract<P, quads::swizzled_128x4>(name, seed, per_expert_given);
 }
@@ -77,11 +82,13 @@ TEST_SUITE("policy.weight_sync") {
     check_both_layouts<quads::weight_only<quads::nvfp4>>("sync.nvfp4");
   }
   TEST_CASE("nvfp4 stochastic rounding with the same seed") {
-    check_both_layouts<quads::weight_only<quads::nvfp4, o_stochastic>>("sync.sr", quads_test::derived_seed("sync.sr"));
+    check_both_layouts<quads::weight_only<quads::nvfp4, o_stochastic>>(
+        "sync.sr", quads_test::derived_seed("sync.sr"));
   }
   TEST_CASE("nvfp4 four_over_six, with and without stochastic rounding") {
     check_both_layouts<quads::weight_only<quads::nvfp4, o_four_six>>("sync.46");
-    check_both_layouts<quads::weight_only<quads::nvfp4, o_four_six_sr>>("sync.46sr", quads_test::derived_seed("sync.46sr"));
+    check_both_layouts<quads::weight_only<quads::nvfp4, o_four_six_sr>>(
+        "sync.46sr", quads_test::derived_seed("sync.46sr"));
   }
   TEST_CASE("nvfp4 given tensor scales (one, and one per expert) and per-row scales") {
     check_both_layouts<quads::weight_only<quads::nvfp4, o_given>>("sync.given1");
@@ -91,7 +98,8 @@ TEST_SUITE("policy.weight_sync") {
   TEST_CASE("mxfp4 round-up, floor, and stochastic rounding") {
     check_both_layouts<quads::weight_only<quads::mxfp4>>("sync.mx");
     check_both_layouts<quads::weight_only<quads::mxfp4, o_mx_floor>>("sync.mxfloor");
-    check_both_layouts<quads::weight_only<quads::mxfp4, o_mx_floor_sr>>("sync.mxsr", quads_test::derived_seed("sync.mxsr"));
+    check_both_layouts<quads::weight_only<quads::mxfp4, o_mx_floor_sr>>(
+        "sync.mxsr", quads_test::derived_seed("sync.mxsr"));
   }
   TEST_CASE("the w4a4 policy syncs its weights the same way (its weight quantizer)") {
     check_both_layouts<quads::w4a4<quads::nvfp4, o_four_six>>("sync.w4a4");

@@ -37,7 +37,9 @@ struct linear_shape {
   }
 
   //! Total rows M (sum of `rows`).
-  std::int64_t total_rows() const { return std::accumulate(rows.begin(), rows.end(), std::int64_t{0}); }
+  std::int64_t total_rows() const {
+    return std::accumulate(rows.begin(), rows.end(), std::int64_t{0});
+  }
   //! First row of expert `e`'s group.
   std::int64_t row_offset(int e) const {
     return std::accumulate(rows.begin(), rows.begin() + e, std::int64_t{0});

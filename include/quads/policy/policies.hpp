@@ -8,11 +8,11 @@
 //! quantizer (`block_quantizer<Format, Options>`, the one QDQ path the rollout also uses), and
 //! which straight-through rule carries the gradient back to the master values:
 //!
-//! | policy | forward | backward |
-//! | --- | --- | --- |
-//! | `no_fake_quant` | `y = x W^T` | `dx = dy W`, `dW = dy^T x` |
-//! | `weight_only<F, O, Ste>` (QUADS, W4A16 QAT) | `y = x QDQ(W)^T` | `dx = dy QDQ(W)`, `dW = Ste(dy^T x)` |
-//! | `w4a4<F, OW, OA, Ste>` (symmetric QAT) | `y = QDQ(x) QDQ(W)^T` | `dx = Ste(dy QDQ(W))`, `dW = Ste(dy^T QDQ(x))` |
+//! | policy | forward | dx | dW |
+//! | --- | --- | --- | --- |
+//! | `no_fake_quant` | `x W^T` | `dy W` | `dy^T x` |
+//! | `weight_only<F, O, Ste>` (QUADS, W4A16) | `x QDQ(W)^T` | `dy QDQ(W)` | `Ste(dy^T x)` |
+//! | `w4a4<F, OW, OA, Ste>` | `QDQ(x) QDQ(W)^T` | `Ste(dy QDQ(W))` | `Ste(dy^T QDQ(x))` |
 //!
 //! (`+ bias` in the forward, `dbias = sum over rows of dy`.) Callers read the static members:
 //! `quantizes_weights`, `quantizes_activations`, `weight_quantizer`, `activation_quantizer`

@@ -112,7 +112,8 @@ std::vector<tensor_scale> tensor_scales_for(std::span<const float> x, int expert
     for (int e = 0; e < experts; ++e) ts.push_back(given[given.size() == 1 ? 0 : e]);
   } else if constexpr (O.global == global_scale::per_row) {
     for (std::size_t r = 0; r < static_cast<std::size_t>(experts) * rows; ++r)
-      ts.push_back(make_tensor_scale<F, O>(slice_amax(x.subspan(r * cols, static_cast<std::size_t>(cols)))));
+      ts.push_back(
+          make_tensor_scale<F, O>(slice_amax(x.subspan(r * cols, static_cast<std::size_t>(cols)))));
   } else {
     for (int e = 0; e < experts; ++e)
       ts.push_back(make_tensor_scale<F, O>(slice_amax(x.subspan(e * slice, slice))));
@@ -140,8 +141,9 @@ template <class Quantizer>
 fake_quantized fake_quant(std::span<const float> x, int experts, int rows, int cols,
                           std::span<const tensor_scale> given = {}, std::uint64_t seed = 0) {
   static_assert(is_block_quantizer<Quantizer>, "quads: fake_quant needs a block_quantizer<F, O>");
-  static_assert(Quantizer::options.math != scale_math::rcp_approx,
-                "quads: scale_math::rcp_approx is GPU-only; the host reference cannot reproduce it");
+  static_assert(
+      Quantizer::options.math != scale_math::rcp_approx,
+      "quads: scale_math::rcp_approx is GPU-only; the host reference cannot reproduce it");
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
   detail::check_shape(x.size(), experts, rows, cols, B);
@@ -185,7 +187,8 @@ std::vector<float> block_multipliers(std::span<const float> master, const fake_q
     const int r = static_cast<int>(row % static_cast<std::size_t>(fq.rows));
     float in[B];
     for (int i = 0; i < B; ++i) in[i] = master[b * B + i];
-    m[b] = block_multiplier<Quantizer>(in, fq.scale_of(e, r), detail::bits_for<Quantizer>(fq.seed, b));
+    m[b] =
+        block_multiplier<Quantizer>(in, fq.scale_of(e, r), detail::bits_for<Quantizer>(fq.seed, b));
   }
   return m;
 }
@@ -197,7 +200,8 @@ void apply_ste(std::span<const float> master, std::span<T> grad, const fake_quan
   if (grad.size() != master.size())
     throw std::invalid_argument("quads: apply_ste: gradient and master sizes differ");
   if constexpr (!Ste::needs_multiplier) {
-    for (std::size_t i = 0; i < grad.size(); ++i) grad[i] = quads::apply_ste<Ste>(grad[i], master[i], 1.0f);
+    for (std::size_t i = 0; i < grad.size(); ++i)
+      grad[i] = quads::apply_ste<Ste>(grad[i], master[i], 1.0f);
   } else {
     constexpr int B = Quantizer::block_size;
     const std::vector<float> m = block_multipliers<Quantizer>(master, fq);
@@ -252,8 +256,8 @@ fake_quantized fake_quant_activations(std::span<const float> x_group, int e, int
   if constexpr (P::quantizes_activations) {
     std::span<const tensor_scale> given = args.act_given;
     if (given.size() > 1) given = given.subspan(static_cast<std::size_t>(e), 1);
-    return fake_quant<typename P::activation_quantizer>(x_group, 1, rows, k, given,
-                                                        args.act_seed + static_cast<std::uint64_t>(e));
+    return fake_quant<typename P::activation_quantizer>(
+        x_group, 1, rows, k, given, args.act_seed + static_cast<std::uint64_t>(e));
   } else {
     return pass_through(x_group, 1, rows, k);
   }
@@ -285,8 +289,10 @@ inline void check_linear(const linear_shape& s, std::size_t x_size, std::size_t 
   if (const char* why = s.check()) throw std::invalid_argument(why);
   if (x_size != static_cast<std::size_t>(s.total_rows()) * static_cast<std::size_t>(s.k))
     throw std::invalid_argument("quads: x must hold sum(rows) * k values");
-  if (w_size != s.weight_size()) throw std::invalid_argument("quads: W must hold experts * n * k values");
-  if (bias_size != 0 && bias_size != static_cast<std::size_t>(s.experts) * static_cast<std::size_t>(s.n))
+  if (w_size != s.weight_size())
+    throw std::invalid_argument("quads: W must hold experts * n * k values");
+  if (bias_size != 0 &&
+      bias_size != static_cast<std::size_t>(s.experts) * static_cast<std::size_t>(s.n))
     throw std::invalid_argument("quads: bias must be empty or hold experts * n values");
 }
 } // namespace detail
@@ -336,7 +342,8 @@ linear_gradients<Acc> linear_backward(std::span<const float> dy, std::span<const
   const std::size_t N = static_cast<std::size_t>(s.n);
   const std::size_t M = static_cast<std::size_t>(s.total_rows());
   if (dy.size() != M * N) throw std::invalid_argument("quads: dy must hold sum(rows) * n values");
-  if (saved.acts.size() != static_cast<std::size_t>(s.experts) || saved.weights.values.size() != w.size())
+  if (saved.acts.size() != static_cast<std::size_t>(s.experts) ||
+      saved.weights.values.size() != w.size())
     throw std::invalid_argument("quads: saved state does not belong to this shape");
   linear_gradients<Acc> g;
   g.dx.assign(M * K, Acc(0));
@@ -374,8 +381,8 @@ linear_gradients<Acc> linear_backward(std::span<const float> dy, std::span<const
     }
   }
   if constexpr (P::quantizes_weights) {
-    apply_ste<typename P::weight_quantizer, typename P::weight_gradient, Acc>(w, std::span<Acc>(g.dw),
-                                                                              saved.weights);
+    apply_ste<typename P::weight_quantizer, typename P::weight_gradient, Acc>(
+        w, std::span<Acc>(g.dw), saved.weights);
   }
   return g;
 }

@@ -100,7 +100,8 @@ consteval bool check_straight_through_estimator() {
   return true;
 }
 
-static_assert(straight_through_estimator<ste::identity> && straight_through_estimator<ste::clipped>);
+static_assert(straight_through_estimator<ste::identity> &&
+              straight_through_estimator<ste::clipped>);
 
 //! The multiplier that `Quantizer::quantize` applied to the elements of block `x` (tensor scale
 //! `ts`, random bits `bits` for stochastic rounding), as the STE rules see it. With
@@ -111,9 +112,9 @@ static_assert(straight_through_estimator<ste::identity> && straight_through_esti
 //! `rcp_approx` convention) instead of the FLT_MAX that `scale_for` uses to encode it, so
 //! `ste::clipped` keeps those gradients. Host + device.
 template <class Quantizer>
-QUADS_API constexpr float block_multiplier(const float (&x)[Quantizer::block_size],
-                                           tensor_scale ts,
-                                           const typename Quantizer::random_bits& bits = {}) noexcept {
+QUADS_API constexpr float
+block_multiplier(const float (&x)[Quantizer::block_size], tensor_scale ts,
+                 const typename Quantizer::random_bits& bits = {}) noexcept {
   using F = typename Quantizer::format;
   const float amax_b = Quantizer::amax(x);
   block_scale kept = Quantizer::scale_for(amax_b, ts);

@@ -121,7 +121,8 @@ inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p
 //! True when `x` is contiguous `[experts, rows, cols]`.
 inline bool contiguous(const kernels::tensor_shape& s) {
   return (s.row_stride == 0 || s.row_stride == s.cols) &&
-         (s.expert_stride == 0 || s.expert_stride == static_cast<std::int64_t>(s.rows) * s.rstride());
+         (s.expert_stride == 0 ||
+          s.expert_stride == static_cast<std::int64_t>(s.rows) * s.rstride());
 }
 
 constexpr int threads = 256;
@@ -217,7 +218,8 @@ public:
     cublasGetStream(h_, &old_stream_);
     cublasGetPointerMode(h_, &old_mode_);
     status_ = cublasSetStream(h_, s);
-    if (status_ == CUBLAS_STATUS_SUCCESS) status_ = cublasSetPointerMode(h_, CUBLAS_POINTER_MODE_HOST);
+    if (status_ == CUBLAS_STATUS_SUCCESS)
+      status_ = cublasSetPointerMode(h_, CUBLAS_POINTER_MODE_HOST);
   }
   ~cublas_scope() {
     cublasSetStream(h_, old_stream_);
@@ -276,7 +278,8 @@ cudaError_t apply_ste(const TM* master, TG* grad, const kernels::tensor_shape& s
                           std::to_string(B));
     if (!detail::contiguous(shape))
       return detail::fail("quads: apply_ste: the tensor must be contiguous (strides 0 or dense)");
-    const std::uint64_t blocks = static_cast<std::uint64_t>(shape.experts) * shape.rows * (shape.cols / B);
+    const std::uint64_t blocks =
+        static_cast<std::uint64_t>(shape.experts) * shape.rows * (shape.cols / B);
     if (blocks == 0) return detail::ok();
     if (master == nullptr || grad == nullptr)
       return detail::fail("quads: apply_ste: master / grad pointer is null");
@@ -290,9 +293,11 @@ cudaError_t apply_ste(const TM* master, TG* grad, const kernels::tensor_shape& s
                             "`experts` entries");
     }
     if (F::has_tensor_scale && Ste::needs_multiplier && scales == nullptr)
-      return detail::fail("quads: apply_ste: tensor_scales is null (pass the scales the qdq wrote)");
-    detail::ste_kernel<Quantizer, Ste, TM, TG><<<detail::grid_for(blocks), detail::threads, 0, stream>>>(
-        master, grad, blocks, shape.rows, shape.cols / B, scales, count, args.seed);
+      return detail::fail(
+          "quads: apply_ste: tensor_scales is null (pass the scales the qdq wrote)");
+    detail::ste_kernel<Quantizer, Ste, TM, TG>
+        <<<detail::grid_for(blocks), detail::threads, 0, stream>>>(
+            master, grad, blocks, shape.rows, shape.cols / B, scales, count, args.seed);
     if (const cudaError_t e = detail::launch_status("apply_ste kernel")) return e;
     return detail::ok();
   }
@@ -359,7 +364,8 @@ inline std::size_t round_up(std::size_t x) { return (x + 255) / 256 * 256; }
 
 template <fake_quant_policy P, class TW>
 struct workspace_plan {
-  std::size_t weight_op = 0, weight_f32 = 0, act_op = 0, weight_scales = 0, act_scales = 0, amax = 0;
+  std::size_t weight_op = 0, weight_f32 = 0, act_op = 0, weight_scales = 0, act_scales = 0,
+              amax = 0;
   std::size_t y_f32 = 0;
   explicit workspace_plan(const linear_shape& s, bool with_bias = false) {
     const std::size_t W = s.weight_size();
@@ -368,11 +374,13 @@ struct workspace_plan {
     if (P::quantizes_weights || std::is_same_v<TW, float>) weight_op = W * sizeof(bf16);
     if constexpr (P::quantizes_weights) {
       if (std::is_same_v<TW, float>) weight_f32 = W * sizeof(float);
-      weight_scales = (per_row_scales<typename P::weight_quantizer> ? E * s.n : E) * sizeof(tensor_scale);
+      weight_scales =
+          (per_row_scales<typename P::weight_quantizer> ? E * s.n : E) * sizeof(tensor_scale);
     }
     if constexpr (P::quantizes_activations) {
       act_op = M * static_cast<std::size_t>(s.k) * sizeof(bf16);
-      act_scales = (per_row_scales<typename P::activation_quantizer> ? M : E) * sizeof(tensor_scale);
+      act_scales =
+          (per_row_scales<typename P::activation_quantizer> ? M : E) * sizeof(tensor_scale);
     }
     if (P::quantizes_weights || P::quantizes_activations) amax = E * sizeof(float);
     if (with_bias) y_f32 = M * static_cast<std::size_t>(s.n) * sizeof(float);
@@ -422,7 +430,8 @@ cudaError_t check_linear(cublasHandle_t h, const linear_shape& s, const void* x,
   if (h == nullptr) return fail("quads: cublasHandle_t is null (create one with cublasCreate)");
   if (const char* why = s.check()) return fail(why);
   const std::int64_t M = s.total_rows();
-  if (M * s.k >= (std::int64_t{1} << 31) || static_cast<std::int64_t>(s.n) * s.k >= (std::int64_t{1} << 31) ||
+  if (M * s.k >= (std::int64_t{1} << 31) ||
+      static_cast<std::int64_t>(s.n) * s.k >= (std::int64_t{1} << 31) ||
       M * s.n >= (std::int64_t{1} << 31))
     return fail("quads: linear: M * k, n * k and M * n must each be < 2^31");
   if constexpr (P::quantizes_weights) {
@@ -511,13 +520,15 @@ cudaError_t linear_forward(cublasHandle_t handle, const bf16* x, const TW* w, co
   const std::int64_t M = s.total_rows();
   if (M > 0 && s.n > 0 && y == nullptr) return detail::fail("quads: linear_forward: y is null");
   if (bias != nullptr && M > 0 && s.n > 0 && ws.y_f32 == nullptr)
-    return detail::fail("quads: linear_forward: a bias needs workspace y_f32 (carve_linear_workspace "
-                        "with with_bias = true)");
+    return detail::fail(
+        "quads: linear_forward: a bias needs workspace y_f32 (carve_linear_workspace "
+        "with with_bias = true)");
   const std::uint64_t W = s.weight_size();
 
   // Weight operand.
   if constexpr (P::quantizes_weights) {
-    const kernels::scale_args sa{args.weight_given, args.weight_given_count, ws.amax, args.weight_seed};
+    const kernels::scale_args sa{args.weight_given, args.weight_given_count, ws.amax,
+                                 args.weight_seed};
     const kernels::tensor_shape ws_shape{s.experts, s.n, s.k};
     if constexpr (std::is_same_v<TW, bf16>) {
       if (const cudaError_t e = detail::kernel_status(
@@ -539,7 +550,8 @@ cudaError_t linear_forward(cublasHandle_t handle, const bf16* x, const TW* w, co
     }
   } else if constexpr (std::is_same_v<TW, float>) {
     if (W > 0) {
-      detail::to_bf16_kernel<<<detail::grid_for(W), detail::threads, 0, stream>>>(w, ws.weight_op, W);
+      detail::to_bf16_kernel<<<detail::grid_for(W), detail::threads, 0, stream>>>(w, ws.weight_op,
+                                                                                  W);
       if (const cudaError_t e = detail::launch_status("linear_forward: bf16 cast")) return e;
     }
   }
@@ -573,18 +585,22 @@ cudaError_t linear_forward(cublasHandle_t handle, const bf16* x, const TW* w, co
     // bound, 0.0054 S against 2^-8 S, as if the product were rounded before the bias is added.)
     void* c = bias != nullptr ? static_cast<void*>(ws.y_f32 + r0 * s.n) : static_cast<void*>(ye);
     if (s.k == 0) {
-      const cudaError_t err = cudaMemsetAsync(c, 0, count * (bias != nullptr ? sizeof(float) : sizeof(bf16)), stream);
-      if (err != cudaSuccess) return detail::fail(std::string("quads: linear_forward: ") + cudaGetErrorString(err), err);
+      const cudaError_t err =
+          cudaMemsetAsync(c, 0, count * (bias != nullptr ? sizeof(float) : sizeof(bf16)), stream);
+      if (err != cudaSuccess)
+        return detail::fail(std::string("quads: linear_forward: ") + cudaGetErrorString(err), err);
     } else {
       // Row-major y_e [rows, n] = x_e [rows, k] W_e^T is column-major y^T [n, rows] = W_e x_e^T.
-      const cublasStatus_t st = detail::gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, rows, s.k,
-                                             wop + static_cast<std::int64_t>(e) * s.n * s.k, s.k, xop,
-                                             s.k, 0.0f, c, bias != nullptr ? CUDA_R_32F : CUDA_R_16BF, s.n);
+      const cublasStatus_t st =
+          detail::gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, s.n, rows, s.k,
+                       wop + static_cast<std::int64_t>(e) * s.n * s.k, s.k, xop, s.k, 0.0f, c,
+                       bias != nullptr ? CUDA_R_32F : CUDA_R_16BF, s.n);
       if (st != CUBLAS_STATUS_SUCCESS) return detail::cublas_status(st, "forward y = x W^T", e);
     }
     if (bias != nullptr) {
       detail::bias_add_kernel<bf16><<<detail::grid_for(count), detail::threads, 0, stream>>>(
-          ws.y_f32 + r0 * s.n, bias + static_cast<std::int64_t>(e) * s.n, ye, static_cast<std::uint64_t>(rows), s.n);
+          ws.y_f32 + r0 * s.n, bias + static_cast<std::int64_t>(e) * s.n, ye,
+          static_cast<std::uint64_t>(rows), s.n);
       if (const cudaError_t err = detail::launch_status("linear_forward: bias")) return err;
     }
   }
@@ -621,30 +637,39 @@ cudaError_t linear_backward(cublasHandle_t handle, const bf16* dy, const bf16* x
       if (dx != nullptr && rows > 0 && s.k > 0) {
         bf16* dxe = dx + r0 * s.k;
         if (s.n == 0) {
-          const cudaError_t err = cudaMemsetAsync(dxe, 0, sizeof(bf16) * rows * static_cast<std::size_t>(s.k), stream);
-          if (err != cudaSuccess) return detail::fail(std::string("quads: linear_backward: ") + cudaGetErrorString(err), err);
+          const cudaError_t err =
+              cudaMemsetAsync(dxe, 0, sizeof(bf16) * rows * static_cast<std::size_t>(s.k), stream);
+          if (err != cudaSuccess)
+            return detail::fail(std::string("quads: linear_backward: ") + cudaGetErrorString(err),
+                                err);
         } else {
           // dx_e [rows, k] = dy_e [rows, n] W_e [n, k]: column-major dx^T = W_e^T dy_e^T.
-          const cublasStatus_t st = detail::gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.k, rows, s.n,
-                                                 wop + e * wsz, s.k, dye, s.n, 0.0f, dxe, CUDA_R_16BF, s.k);
-          if (st != CUBLAS_STATUS_SUCCESS) return detail::cublas_status(st, "backward dx = dy W", e);
+          const cublasStatus_t st =
+              detail::gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.k, rows, s.n, wop + e * wsz, s.k,
+                           dye, s.n, 0.0f, dxe, CUDA_R_16BF, s.k);
+          if (st != CUBLAS_STATUS_SUCCESS)
+            return detail::cublas_status(st, "backward dx = dy W", e);
         }
       }
       if (dw != nullptr && wsz > 0) {
         float* dwe = dw + e * wsz;
         if (rows == 0) {
           const cudaError_t err = cudaMemsetAsync(dwe, 0, sizeof(float) * wsz, stream);
-          if (err != cudaSuccess) return detail::fail(std::string("quads: linear_backward: ") + cudaGetErrorString(err), err);
+          if (err != cudaSuccess)
+            return detail::fail(std::string("quads: linear_backward: ") + cudaGetErrorString(err),
+                                err);
         } else {
           // dW_e [n, k] = dy_e^T [n, rows] Xop_e [rows, k]: column-major dW^T = Xop^T dy.
           const cublasStatus_t st = detail::gemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, s.k, s.n, rows,
                                                  xop, s.k, dye, s.n, 0.0f, dwe, CUDA_R_32F, s.k);
-          if (st != CUBLAS_STATUS_SUCCESS) return detail::cublas_status(st, "backward dW = dy^T x", e);
+          if (st != CUBLAS_STATUS_SUCCESS)
+            return detail::cublas_status(st, "backward dW = dy^T x", e);
         }
       }
       if (dbias != nullptr && s.n > 0) {
-        detail::column_sum_kernel<bf16><<<detail::grid_for(static_cast<std::uint64_t>(s.n)), detail::threads, 0, stream>>>(
-            dye, dbias + static_cast<std::int64_t>(e) * s.n, rows, s.n);
+        detail::column_sum_kernel<bf16>
+            <<<detail::grid_for(static_cast<std::uint64_t>(s.n)), detail::threads, 0, stream>>>(
+                dye, dbias + static_cast<std::int64_t>(e) * s.n, rows, s.n);
         if (const cudaError_t err = detail::launch_status("linear_backward: dbias")) return err;
       }
     }
@@ -659,16 +684,19 @@ cudaError_t linear_backward(cublasHandle_t handle, const bf16* dy, const bf16* x
         const std::int64_t r0 = s.row_offset(e);
         if (const cudaError_t err = apply_ste<AQ, typename P::activation_gradient>(
                 x + r0 * s.k, dx + r0 * s.k, kernels::tensor_shape{1, rows, s.k},
-                detail::act_scales_of<AQ>(ws, r0, e), detail::act_scale_args(args, nullptr, e), stream))
+                detail::act_scales_of<AQ>(ws, r0, e), detail::act_scale_args(args, nullptr, e),
+                stream))
           return err;
       }
     }
   }
   if constexpr (P::quantizes_weights) {
     if (dw != nullptr) {
-      const kernels::scale_args sa{args.weight_given, args.weight_given_count, nullptr, args.weight_seed};
-      if (const cudaError_t err = apply_ste<typename P::weight_quantizer, typename P::weight_gradient>(
-              w, dw, kernels::tensor_shape{s.experts, s.n, s.k}, ws.weight_scales, sa, stream))
+      const kernels::scale_args sa{args.weight_given, args.weight_given_count, nullptr,
+                                   args.weight_seed};
+      if (const cudaError_t err =
+              apply_ste<typename P::weight_quantizer, typename P::weight_gradient>(
+                  w, dw, kernels::tensor_shape{s.experts, s.n, s.k}, ws.weight_scales, sa, stream))
         return err;
     }
   }
