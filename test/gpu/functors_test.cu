@@ -30,12 +30,14 @@ QUADS_API void gen_block(std::uint64_t seed, std::uint64_t b, float (&x)[Quantiz
   const philox4x32_10 g{seed};
   std::uint32_t w[B + 4];
   for (int d = 0; d < (B + 4) / 4; ++d) {
-    const random_words4 r = g(b * static_cast<std::uint64_t>((B + 4) / 4) + static_cast<std::uint64_t>(d));
-    for (int i = 0; i < 4; ++i) w[4 * d + i] = r[i];
+    const random_words4 r =
+        g(b * static_cast<std::uint64_t>((B + 4) / 4) + static_cast<std::uint64_t>(d));
+    for (int i = 0; i < 4; ++i)
+      w[4 * d + i] = r[i];
   }
   const std::uint32_t p = w[B];
   const std::uint32_t mode = p & 7u;
-  const int j = static_cast<int>((p >> 8) % 9u) - 4;  // block scale 2^j for boundary blocks
+  const int j = static_cast<int>((p >> 8) % 9u) - 4; // block scale 2^j for boundary blocks
   const float S = bits_to_float(static_cast<std::uint32_t>(127 + j) << 23);
   constexpr float thr[16] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f,
                              0.5f,  1.0f,  1.5f,  2.0f,  3.0f, 4.0f, 0.0f, 6.0f};
@@ -51,7 +53,7 @@ QUADS_API void gen_block(std::uint64_t seed, std::uint64_t b, float (&x)[Quantiz
         v = quads::detail::mul_rn(6.0f, S);
       } else {
         const float t = quads::detail::mul_rn(thr[u & 15u], S);
-        const int d = static_cast<int>((u >> 4) % 5u) - 2;  // -2 .. 2 ulps
+        const int d = static_cast<int>((u >> 4) % 5u) - 2; // -2 .. 2 ulps
         std::uint32_t tb = quads::detail::to_bits(t);
         if (tb != 0u) tb = static_cast<std::uint32_t>(static_cast<int>(tb) + d);
         v = bits_to_float(tb | (u & 0x80000000u));
@@ -61,12 +63,13 @@ QUADS_API void gen_block(std::uint64_t seed, std::uint64_t b, float (&x)[Quantiz
     } else if (mode == 6u) {
       const int k = static_cast<int>((p >> 12) % 31u);
       const std::uint32_t e = 127u - static_cast<std::uint32_t>(k) - (u >> 24) % 3u;
-      v = (u & 0x300u) == 0u ? 0.0f : bits_to_float((u & 0x80000000u) | (e << 23) | (u & 0x7fffffu));
-      if ((u & 0x3000u) == 0u) v = bits_to_float(u & 0x80000000u);  // ±0
+      v = (u & 0x300u) == 0u ? 0.0f
+                             : bits_to_float((u & 0x80000000u) | (e << 23) | (u & 0x7fffffu));
+      if ((u & 0x3000u) == 0u) v = bits_to_float(u & 0x80000000u); // ±0
     } else {
-      v = bits_to_float((u & 0x807fffffu) | ((120u + (u >> 27)) << 23));  // near 2^-7 .. 2^24
+      v = bits_to_float((u & 0x807fffffu) | ((120u + (u >> 27)) << 23)); // near 2^-7 .. 2^24
     }
-    if (((u >> 12) & 0xffu) == 0u) {  // specials
+    if (((u >> 12) & 0xffu) == 0u) { // specials
       constexpr std::uint32_t sp[8] = {0x7fc00000u, 0xffc00001u, 0x7f800000u, 0xff800000u,
                                        0x00000000u, 0x80000000u, 0x7f7fffffu, 0x00000003u};
       v = bits_to_float(sp[(u >> 20) & 7u]);
@@ -77,13 +80,19 @@ QUADS_API void gen_block(std::uint64_t seed, std::uint64_t b, float (&x)[Quantiz
   constexpr quant_options O = Quantizer::options;
   const float amax = Quantizer::amax(x);
   switch ((p >> 4) & 3u) {
-    case 0: ts = make_tensor_scale<F, O>(amax); break;
-    case 1: ts = tensor_scale{}; break;
-    case 2: ts = make_tensor_scale<F, O>(bits_to_float(w[B + 1])); break;
-    default: {
-      const std::uint32_t e = 127u + (w[B + 2] >> 3) % 61u - 30u;
-      ts = make_tensor_scale<F, O>(quads::detail::mul_rn(amax, bits_to_float(e << 23)));
-    }
+  case 0:
+    ts = make_tensor_scale<F, O>(amax);
+    break;
+  case 1:
+    ts = tensor_scale{};
+    break;
+  case 2:
+    ts = make_tensor_scale<F, O>(bits_to_float(w[B + 1]));
+    break;
+  default: {
+    const std::uint32_t e = 127u + (w[B + 2] >> 3) % 61u - 30u;
+    ts = make_tensor_scale<F, O>(quads::detail::mul_rn(amax, bits_to_float(e << 23)));
+  }
   }
 }
 
@@ -112,10 +121,12 @@ __global__ void functor_kernel(std::uint64_t seed, std::uint64_t sr_seed, std::u
     gen_block<Quantizer>(seed, b, x, ts);
     const packed_block<F> pb =
         Quantizer::quantize(x, ts, draw_block_bits<F>(philox4x32_10{sr_seed}, b));
-    for (int i = 0; i < B / 2; ++i) core[b * bytes + i] = pb.codes[i];
+    for (int i = 0; i < B / 2; ++i)
+      core[b * bytes + i] = pb.codes[i];
     core[b * bytes + B / 2] = pb.scale;
     float xv[1][B];
-    for (int i = 0; i < B; ++i) xv[0][i] = x[i];
+    for (int i = 0; i < B; ++i)
+      xv[0][i] = x[i];
     const std::uint64_t index[1] = {b};
     kd::block_words<B> qs[1];
     kd::quantize_blocks<Quantizer, 1>(xv, ts, sr_seed, index, qs);
@@ -128,7 +139,8 @@ __global__ void functor_kernel(std::uint64_t seed, std::uint64_t sr_seed, std::u
     hashes[2 * b] = hash_block(y, B);
     kd::block_words<B> qc;
     for (int w = 0; w < B / 8; ++w)
-      qc.w[w] = static_cast<std::uint32_t>(pb.codes[4 * w]) | (static_cast<std::uint32_t>(pb.codes[4 * w + 1]) << 8) |
+      qc.w[w] = static_cast<std::uint32_t>(pb.codes[4 * w]) |
+                (static_cast<std::uint32_t>(pb.codes[4 * w + 1]) << 8) |
                 (static_cast<std::uint32_t>(pb.codes[4 * w + 2]) << 16) |
                 (static_cast<std::uint32_t>(pb.codes[4 * w + 3]) << 24);
     qc.scale = pb.scale;
@@ -192,7 +204,8 @@ void check_functors(std::uint64_t values, const char* label) {
       bad_deq += bd;
       bad_fast_deq += bfd;
     });
-  for (auto& th : pool) th.join();
+  for (auto& th : pool)
+    th.join();
   MESSAGE(label << ": " << nblocks * B << " values (" << nblocks << " blocks) checked on " << nt
                 << " host threads");
   if (first_bad.load() != ~std::uint64_t{0}) {
@@ -202,11 +215,14 @@ void check_functors(std::uint64_t values, const char* label) {
     gen_block<Quantizer>(s, b, x, ts);
     std::ostringstream o;
     o << "first bad block " << b << ": ts {" << ts.encode << ", " << ts.decode << "} x =";
-    for (int i = 0; i < B; ++i) o << " " << std::hexfloat << x[i];
+    for (int i = 0; i < B; ++i)
+      o << " " << std::hexfloat << x[i];
     o << std::defaultfloat << "; core bytes";
-    for (int i = 0; i <= B / 2; ++i) o << " " << std::hex << int(core[b * bytes + i]);
+    for (int i = 0; i <= B / 2; ++i)
+      o << " " << std::hex << int(core[b * bytes + i]);
     o << "; fast bytes";
-    for (int i = 0; i <= B / 2; ++i) o << " " << std::hex << int(fast[b * bytes + i]);
+    for (int i = 0; i <= B / 2; ++i)
+      o << " " << std::hex << int(fast[b * bytes + i]);
     MESSAGE(o.str());
   }
   CHECK(bad_core.load() == 0);
@@ -228,14 +244,16 @@ __global__ void encoder_sweep(std::uint64_t begin, std::uint64_t end, std::uint6
                               unsigned long long* bad, unsigned* first,
                               unsigned long long* checked) {
   unsigned long long mine = 0;
-  for (std::uint64_t u0 = begin + 8 * (blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x);
+  for (std::uint64_t u0 =
+           begin + 8 * (blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x);
        u0 < end; u0 += 8 * step * static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
     float s[8];
-    for (int i = 0; i < 8; ++i) s[i] = __uint_as_float(static_cast<std::uint32_t>(u0 + i));
+    for (int i = 0; i < 8; ++i)
+      s[i] = __uint_as_float(static_cast<std::uint32_t>(u0 + i));
     const std::uint32_t fw = kd::encode_e2m1x8_rne_nonan(s);
     const std::uint32_t cw = kd::encode_e2m1x8_core(s);
     for (int i = 0; i < 8; ++i) {
-      if (s[i] != s[i]) continue;  // NaN: the kernels route NaN blocks to the core encoder
+      if (s[i] != s[i]) continue; // NaN: the kernels route NaN blocks to the core encoder
       ++mine;
       if (((fw >> (4 * i)) & 15u) != ((cw >> (4 * i)) & 15u)) {
         if (atomicAdd(bad, 1ull) == 0ull) *first = static_cast<std::uint32_t>(u0 + i);
@@ -246,8 +264,9 @@ __global__ void encoder_sweep(std::uint64_t begin, std::uint64_t end, std::uint6
 }
 
 __global__ void decoder_sweep(unsigned* bad) {
-  const unsigned c = threadIdx.x;  // 256 byte values
-  if (__float_as_uint(kd::decode_e2m1_fast(c)) != __float_as_uint(decode_e2m1(static_cast<std::uint8_t>(c))))
+  const unsigned c = threadIdx.x; // 256 byte values
+  if (__float_as_uint(kd::decode_e2m1_fast(c)) !=
+      __float_as_uint(decode_e2m1(static_cast<std::uint8_t>(c))))
     atomicAdd(bad, 1u);
 }
 
@@ -258,14 +277,15 @@ TEST_SUITE("gpu.functors") {
     device_buffer<unsigned long long> bad(1, 0);
     device_buffer<unsigned> first(1, 0);
     device_buffer<unsigned long long> checked(1, 0);
-    const std::uint64_t step = quick() ? 4099 : 1;  // quick: a strided subset
-    encoder_sweep<<<132 * 16, 256>>>(0, std::uint64_t{1} << 32, step, bad.ptr, first.ptr, checked.ptr);
+    const std::uint64_t step = quick() ? 4099 : 1; // quick: a strided subset
+    encoder_sweep<<<132 * 16, 256>>>(0, std::uint64_t{1} << 32, step, bad.ptr, first.ptr,
+                                     checked.ptr);
     QUADS_CUDA_CHECK(cudaGetLastError());
     sync_ok();
     const auto nb = bad.download(1)[0];
     INFO("first mismatch at bits 0x" << std::hex << first.download(1)[0]);
     CHECK(nb == 0);
-    if (!quick())  // every bit pattern except the 2 * (2^23 - 1) NaNs
+    if (!quick()) // every bit pattern except the 2 * (2^23 - 1) NaNs
       CHECK(checked.download(1)[0] == (1ull << 32) - 2ull * ((1ull << 23) - 1ull));
     device_buffer<unsigned> dbad(1, 0);
     decoder_sweep<<<1, 256>>>(dbad.ptr);
@@ -281,12 +301,14 @@ TEST_SUITE("gpu.functors") {
   }
   TEST_CASE("sm90: every option's block functors inside a kernel equal the host") {
     const std::uint64_t n = functor_values(10'000'000);
-    check_functors<block_quantizer<nvfp4, quant_options{.block_rule = block_scale_rule::four_over_six}>>(
+    check_functors<
+        block_quantizer<nvfp4, quant_options{.block_rule = block_scale_rule::four_over_six}>>(
         n, "nvfp4 four-over-six");
     check_functors<block_quantizer<nvfp4, quant_options{.round = rounding::stochastic}>>(
         n, "nvfp4 stochastic");
-    check_functors<block_quantizer<nvfp4, quant_options{.round = rounding::stochastic,
-                                                        .block_rule = block_scale_rule::four_over_six}>>(
+    check_functors<
+        block_quantizer<nvfp4, quant_options{.round = rounding::stochastic,
+                                             .block_rule = block_scale_rule::four_over_six}>>(
         n, "nvfp4 stochastic four-over-six");
     check_functors<block_quantizer<mxfp4, quant_options{.mx_rounding = ue8m0_rounding::floor}>>(
         n, "mxfp4 floor");
@@ -297,7 +319,8 @@ TEST_SUITE("gpu.functors") {
   TEST_CASE("sm90: fast_divmod is exact") {
     std::mt19937_64 rng(seed());
     for (int t = 0; t < 200000; ++t) {
-      const std::uint32_t d = static_cast<std::uint32_t>(rng() % (t % 2 ? 5000u : 0xffffffffu)) + 1u;
+      const std::uint32_t d =
+          static_cast<std::uint32_t>(rng() % (t % 2 ? 5000u : 0xffffffffu)) + 1u;
       const std::uint32_t n = static_cast<std::uint32_t>(rng());
       const kd::fast_divmod f(d);
       std::uint32_t q, r;

@@ -16,8 +16,8 @@ using bf16 = __nv_bfloat16;
 
 //! RMSNorm h = (x * rstd) * w with the kernel's summation order: thread t of n owns blocks
 //! t, t + n, ...; lanes combine by xor butterfly 16..1; warp sums are added in warp order.
-std::vector<float> rmsnorm_mirror(const std::vector<float>& x, const std::vector<float>& w, float eps,
-                                  std::size_t rows, int cols, int block, int threads) {
+std::vector<float> rmsnorm_mirror(const std::vector<float>& x, const std::vector<float>& w,
+                                  float eps, std::size_t rows, int cols, int block, int threads) {
   std::vector<float> h(x.size());
   const int nkb = cols / block;
   std::vector<float> part(static_cast<std::size_t>(threads));
@@ -28,7 +28,7 @@ std::vector<float> rmsnorm_mirror(const std::vector<float>& x, const std::vector
       for (int kb = t; kb < nkb; kb += threads)
         for (int i = 0; i < block; ++i) {
           const float v = xr[kb * block + i];
-          const volatile float p = v * v;  // rounded product, never fused
+          const volatile float p = v * v; // rounded product, never fused
           s = s + p;
         }
       part[t] = s;
@@ -36,11 +36,14 @@ std::vector<float> rmsnorm_mirror(const std::vector<float>& x, const std::vector
     for (int w0 = 0; w0 < threads; w0 += 32)
       for (int o = 16; o > 0; o >>= 1) {
         float nxt[32];
-        for (int l = 0; l < 32; ++l) nxt[l] = part[w0 + l] + part[w0 + (l ^ o)];
-        for (int l = 0; l < 32; ++l) part[w0 + l] = nxt[l];
+        for (int l = 0; l < 32; ++l)
+          nxt[l] = part[w0 + l] + part[w0 + (l ^ o)];
+        for (int l = 0; l < 32; ++l)
+          part[w0 + l] = nxt[l];
       }
     float total = part[0];
-    for (int w0 = 32; w0 < threads; w0 += 32) total = total + part[w0];
+    for (int w0 = 32; w0 < threads; w0 += 32)
+      total = total + part[w0];
     const float rstd = 1.0f / std::sqrt(total / static_cast<float>(cols) + eps);
     for (int c = 0; c < cols; ++c) {
       const volatile float a = xr[c] * rstd;
@@ -61,9 +64,14 @@ float exp_mirror(float t) {
   volatile float r = t + (-k * 0.693145751953125f);
   volatile float kl = -k * 1.428606765330187045e-06f;
   r = r + kl;
-  const float c[8] = {1.98412701138295233249664306640625e-04f, 1.38888892251998186111450195312e-03f,
-                      8.33333376795053482055664062500e-03f, 4.16666679084300994873046875000e-02f,
-                      1.66666671633720397949218750000e-01f, 0.5f, 1.0f, 1.0f};
+  const float c[8] = {1.98412701138295233249664306640625e-04f,
+                      1.38888892251998186111450195312e-03f,
+                      8.33333376795053482055664062500e-03f,
+                      4.16666679084300994873046875000e-02f,
+                      1.66666671633720397949218750000e-01f,
+                      0.5f,
+                      1.0f,
+                      1.0f};
   volatile float p = c[0];
   for (int i = 1; i < 8; ++i) {
     volatile float pr = p * r;
@@ -103,8 +111,9 @@ void check_fused(producer which, shape3 sh, input_kind kind, std::uint64_t s, in
   constexpr quant_options O = Quantizer::options;
   constexpr int B = F::block_size;
   const int E = sh.experts, R = sh.rows, C = sh.cols;
-  const std::string what = describe(which == producer::rmsnorm ? "rmsnorm_quantize" : "silu_mul_quantize",
-                                    F::name, layout_name<Layout>(), elem_name<T>(), sh, kind, s);
+  const std::string what =
+      describe(which == producer::rmsnorm ? "rmsnorm_quantize" : "silu_mul_quantize", F::name,
+               layout_name<Layout>(), elem_name<T>(), sh, kind, s);
   CAPTURE(what);
   const std::size_t rows_all = static_cast<std::size_t>(E) * R;
   const std::vector<float> x = make_input<T>(kind, E, R, C, B, s);
@@ -115,7 +124,8 @@ void check_fused(producer which, shape3 sh, input_kind kind, std::uint64_t s, in
   upload_strided(dx2, x2, rows_all, C, stride);
   std::vector<float> w(static_cast<std::size_t>(C));
   std::mt19937 rng(static_cast<unsigned>(s));
-  for (auto& v : w) v = from_elem(to_elem<T>(0.5f + static_cast<float>(rng() % 1000) / 1000.0f));
+  for (auto& v : w)
+    v = from_elem(to_elem<T>(0.5f + static_cast<float>(rng() % 1000) / 1000.0f));
   device_buffer<T> dw(w.size());
   upload_strided(dw, w, 1, C, C);
   const float eps = 1e-6f;
@@ -133,10 +143,12 @@ void check_fused(producer which, shape3 sh, input_kind kind, std::uint64_t s, in
   const kernels::tensor_shape shape{E, R, C, stride, 0};
   std::vector<float> h;
   if (which == producer::rmsnorm) {
-    QUADS_CUDA_CHECK((kernels::rmsnorm_quantize<Quantizer, Layout>(dx.ptr, dw.ptr, eps, shape, out, args)));
+    QUADS_CUDA_CHECK(
+        (kernels::rmsnorm_quantize<Quantizer, Layout>(dx.ptr, dw.ptr, eps, shape, out, args)));
     h = rmsnorm_mirror(x, w, eps, rows_all, C, B, kernels::row_cta_threads<F>(C));
   } else {
-    QUADS_CUDA_CHECK((kernels::silu_mul_quantize<Quantizer, Layout>(dx.ptr, dx2.ptr, shape, out, args)));
+    QUADS_CUDA_CHECK(
+        (kernels::silu_mul_quantize<Quantizer, Layout>(dx.ptr, dx2.ptr, shape, out, args)));
     h = silu_mul_mirror(x, x2);
   }
   sync_ok();
@@ -149,10 +161,10 @@ void check_fused(producer which, shape3 sh, input_kind kind, std::uint64_t s, in
 template <class Quantizer, class Layout, class T>
 void sweep_fused(producer which) {
   int variant = 0;
-  const input_kind kinds[] = {input_kind::normal, input_kind::heavy, input_kind::boundary,
-                              input_kind::zeros, input_kind::specials, input_kind::bits};
+  const input_kind kinds[] = {input_kind::normal, input_kind::heavy,    input_kind::boundary,
+                              input_kind::zeros,  input_kind::specials, input_kind::bits};
   std::vector<shape3> shapes = test_shapes(Quantizer::block_size);
-  shapes.push_back({1, 5, 16384});  // more blocks than CTA threads: several blocks per thread
+  shapes.push_back({1, 5, 16384}); // more blocks than CTA threads: several blocks per thread
   for (const shape3 sh : shapes)
     for (const input_kind k : kinds) {
       check_fused<Quantizer, Layout, T>(which, sh, k, seed() + 15485863u * variant, variant);
@@ -194,12 +206,14 @@ void check_amax(shape3 sh, input_kind kind, std::uint64_t s, int variant) {
   CHECK(bad == 0);
   // accumulate: max(old, new) with old = 2 * amax
   std::vector<float> old(E);
-  for (int e = 0; e < E; ++e) old[e] = std::isinf(t[e]) ? 1.0f : 2.0f * t[e] + 1.0f;
+  for (int e = 0; e < E; ++e)
+    old[e] = std::isinf(t[e]) ? 1.0f : 2.0f * t[e] + 1.0f;
   dt.upload(old);
   QUADS_CUDA_CHECK(kernels::tensor_amax(dx.ptr, shape, dt.ptr, nullptr, true));
   sync_ok();
   const auto acc = dt.download(E);
-  for (int e = 0; e < E; ++e) CHECK(fbits(acc[e]) == fbits(std::fmax(old[e], t[e])));
+  for (int e = 0; e < E; ++e)
+    CHECK(fbits(acc[e]) == fbits(std::fmax(old[e], t[e])));
 }
 
 } // namespace
@@ -217,16 +231,26 @@ TEST_SUITE("gpu.amax") {
       }
   }
   TEST_CASE("sm90: tensor_scale_from_amax equals make_tensor_scale") {
-    std::vector<float> a = {0.0f, 1.0f, 448.0f * 6.0f, 1e-30f, 3e38f, from_fbits(0x7f800000u),
-                            from_fbits(0x00000001u), 123.456f};
+    std::vector<float> a = {0.0f,
+                            1.0f,
+                            448.0f * 6.0f,
+                            1e-30f,
+                            3e38f,
+                            from_fbits(0x7f800000u),
+                            from_fbits(0x00000001u),
+                            123.456f};
     std::mt19937 rng(static_cast<unsigned>(seed()));
-    for (int i = 0; i < 1000; ++i) a.push_back(from_fbits(rng() & 0x7fffffffu));
+    for (int i = 0; i < 1000; ++i)
+      a.push_back(from_fbits(rng() & 0x7fffffffu));
     device_buffer<float> da(a.size());
     da.upload(a);
     device_buffer<tensor_scale> d1(a.size()), d2(a.size());
-    QUADS_CUDA_CHECK(kernels::tensor_scale_from_amax<q_default>(da.ptr, d1.ptr, static_cast<int>(a.size())));
-    using q46 = block_quantizer<nvfp4, quant_options{.block_rule = block_scale_rule::four_over_six}>;
-    QUADS_CUDA_CHECK(kernels::tensor_scale_from_amax<q46>(da.ptr, d2.ptr, static_cast<int>(a.size())));
+    QUADS_CUDA_CHECK(
+        kernels::tensor_scale_from_amax<q_default>(da.ptr, d1.ptr, static_cast<int>(a.size())));
+    using q46 =
+        block_quantizer<nvfp4, quant_options{.block_rule = block_scale_rule::four_over_six}>;
+    QUADS_CUDA_CHECK(
+        kernels::tensor_scale_from_amax<q46>(da.ptr, d2.ptr, static_cast<int>(a.size())));
     sync_ok();
     const auto g1 = d1.download(a.size()), g2 = d2.download(a.size());
     std::vector<tensor_scale> w1, w2;
@@ -244,8 +268,10 @@ TEST_SUITE("gpu.fused") {
     std::mt19937 rng(static_cast<unsigned>(seed()));
     double worst = 0.0;
     for (int i = 0; i < 2000000; ++i) {
-      const float t = (i < 1000000) ? static_cast<float>(static_cast<double>(rng()) / 4294967296.0 * 200.0 - 100.0)
-                                    : from_fbits(rng());
+      const float t =
+          (i < 1000000)
+              ? static_cast<float>(static_cast<double>(rng()) / 4294967296.0 * 200.0 - 100.0)
+              : from_fbits(rng());
       const float a = exp_mirror(t), b = kernels::exp_rn(t);
       if (fbits(a) != fbits(b) && !(a != a && b != b)) {
         FAIL_CHECK("exp mirror " << a << " vs exp_rn " << b << " at " << t);
@@ -271,7 +297,8 @@ TEST_SUITE("gpu.fused") {
     sweep_fused<q_sr_given, swizzled_128x4, __half>(producer::rmsnorm);
     sweep_fused<m_up, swizzled_128x4, bf16>(producer::rmsnorm);
   }
-  TEST_CASE("sm90: SiLU(gate) * up -> quantize equals reference::quantize of the host fp32 product") {
+  TEST_CASE(
+      "sm90: SiLU(gate) * up -> quantize equals reference::quantize of the host fp32 product") {
     sweep_fused<q_default, swizzled_128x4, bf16>(producer::silu);
     sweep_fused<q_given, swizzled_128x4, __half>(producer::silu);
     sweep_fused<q_per_row, linear_scales, bf16>(producer::silu);

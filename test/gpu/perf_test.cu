@@ -23,7 +23,8 @@ __global__ void fill_normalish(bf16* p, std::size_t n, std::uint64_t seed) {
     // sum of 4 uniforms: a cheap bell shape in [-2, 2)
     const float u = (static_cast<float>(w[0] >> 8) + static_cast<float>(w[1] >> 8) +
                      static_cast<float>(w[2] >> 8) + static_cast<float>(w[3] >> 8)) *
-                        (1.0f / 16777216.0f) - 2.0f;
+                        (1.0f / 16777216.0f) -
+                    2.0f;
     p[i] = __float2bfloat16_rn((w[0] & 0xff) == 0 ? u * 40.0f : u);
   }
 }
@@ -42,7 +43,8 @@ __global__ void empty_kernel() {}
 
 //! Median time in microseconds of `iters` runs of `f(i)` (after 3 warm-ups), one event pair each.
 double median_us(int iters, const std::function<void(int)>& f) {
-  for (int i = 0; i < 3; ++i) f(i);
+  for (int i = 0; i < 3; ++i)
+    f(i);
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
@@ -65,12 +67,14 @@ double median_us(int iters, const std::function<void(int)>& f) {
 
 //! Mean time per call of `calls` back-to-back launches (launch-bound regime).
 double per_call_us(int calls, const std::function<void()>& f) {
-  for (int i = 0; i < 10; ++i) f();
+  for (int i = 0; i < 10; ++i)
+    f();
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
   cudaEventRecord(a);
-  for (int i = 0; i < calls; ++i) f();
+  for (int i = 0; i < calls; ++i)
+    f();
   cudaEventRecord(b);
   cudaEventSynchronize(b);
   float ms = 0;
@@ -95,7 +99,7 @@ TEST_SUITE("gpu.perf") {
     using q_tensor = block_quantizer<nvfp4>;
     using q_row = block_quantizer<nvfp4, quant_options{.global = global_scale::per_row}>;
     using m_up = block_quantizer<mxfp4>;
-    constexpr int M = 8192, K = 8192, NB = 3;  // three rotating sets: 384 MiB of inputs
+    constexpr int M = 8192, K = 8192, NB = 3; // three rotating sets: 384 MiB of inputs
     const std::size_t n = static_cast<std::size_t>(M) * K;
     std::vector<bf16*> xs(NB), ys(NB);
     std::vector<std::uint8_t*> ds(NB), ss(NB);
@@ -118,11 +122,13 @@ TEST_SUITE("gpu.perf") {
     });
     const double copy_gbs = copy_bytes / (t_copy * 1e3);
     const double t_read = median_us(10, [&](int i) {
-      read_kernel<<<132 * 8, 512>>>(reinterpret_cast<const uint4*>(xs[i % NB]), n * 2 / 16, sink.ptr);
+      read_kernel<<<132 * 8, 512>>>(reinterpret_cast<const uint4*>(xs[i % NB]), n * 2 / 16,
+                                    sink.ptr);
     });
     const double read_gbs = n * 2.0 / (t_read * 1e3);
-    std::printf("perf smoke, %dx%d bf16 (device copy %.1f GB/s read+write, read-only sweep %.1f GB/s)\n",
-                M, K, copy_gbs, read_gbs);
+    std::printf(
+        "perf smoke, %dx%d bf16 (device copy %.1f GB/s read+write, read-only sweep %.1f GB/s)\n", M,
+        K, copy_gbs, read_gbs);
     const qk::tensor_shape shape{1, M, K, 0, 0};
     const qk::scale_args args{given.ptr, 1, amax.ptr, 0};
     const double q_bytes = n * 2.0 + n / 2.0 + n / 16.0;
@@ -130,58 +136,74 @@ TEST_SUITE("gpu.perf") {
     row("tensor_amax", median_us(20, [&](int i) { qk::tensor_amax(xs[i % NB], shape, amax.ptr); }),
         n * 2.0, read_gbs, "read");
     row("quantize nvfp4 swizzled, given scale",
-        median_us(20, [&](int i) {
-          qk::quantize<q_given, swizzled_128x4>(xs[i % NB], shape, {ds[i % NB], ss[i % NB], ts.ptr}, args);
-        }),
+        median_us(20,
+                  [&](int i) {
+                    qk::quantize<q_given, swizzled_128x4>(xs[i % NB], shape,
+                                                          {ds[i % NB], ss[i % NB], ts.ptr}, args);
+                  }),
         q_bytes, copy_gbs, "copy");
-    {  // the same through Quantizer::quantize (the comparison-chain encoder) for the record
+    { // the same through Quantizer::quantize (the comparison-chain encoder) for the record
       using sink_t = kd::quant_sink<nvfp4, swizzled_128x4>;
       const swizzled_128x4 l{M, K / 16};
       constexpr auto kernel = kd::block_kernel<q_given, bf16, sink_t, false>;
       const unsigned gx = kd::grid_for<kernel>(kd::block_threads, n / 16 / 2, 8);
       row("  same, core encoder (Quantizer::quantize per block)",
-          median_us(20, [&](int i) {
-            const sink_t sk{ds[i % NB], ss[i % NB], l, l.size(), M, K / 16};
-            kernel<<<gx, kd::block_threads>>>(xs[i % NB], kd::fast_divmod(K / 16), static_cast<std::uint32_t>(n / 16),
-                                              M, K, 0, kd::scale_source<q_given>{given.ptr, 1, nullptr, nullptr},
-                                              sk, 0);
-          }),
+          median_us(20,
+                    [&](int i) {
+                      const sink_t sk{ds[i % NB], ss[i % NB], l, l.size(), M, K / 16};
+                      kernel<<<gx, kd::block_threads>>>(
+                          xs[i % NB], kd::fast_divmod(K / 16), static_cast<std::uint32_t>(n / 16),
+                          M, K, 0, kd::scale_source<q_given>{given.ptr, 1, nullptr, nullptr}, sk,
+                          0);
+                    }),
           q_bytes, copy_gbs, "copy");
     }
     row("quantize nvfp4 swizzled, per-tensor (amax + quantize)",
-        median_us(20, [&](int i) {
-          qk::quantize<q_tensor, swizzled_128x4>(xs[i % NB], shape, {ds[i % NB], ss[i % NB], ts.ptr}, args);
-        }),
+        median_us(20,
+                  [&](int i) {
+                    qk::quantize<q_tensor, swizzled_128x4>(xs[i % NB], shape,
+                                                           {ds[i % NB], ss[i % NB], ts.ptr}, args);
+                  }),
         q_bytes, copy_gbs, "copy");
     row("quantize nvfp4 swizzled, per-row (fused)",
-        median_us(20, [&](int i) {
-          qk::quantize<q_row, swizzled_128x4>(xs[i % NB], shape, {ds[i % NB], ss[i % NB], ts.ptr}, args);
-        }),
+        median_us(20,
+                  [&](int i) {
+                    qk::quantize<q_row, swizzled_128x4>(xs[i % NB], shape,
+                                                        {ds[i % NB], ss[i % NB], ts.ptr}, args);
+                  }),
         q_bytes, copy_gbs, "copy");
     row("quantize mxfp4 swizzled",
-        median_us(20, [&](int i) {
-          qk::quantize<m_up, swizzled_128x4>(xs[i % NB], shape, {ds[i % NB], ss[i % NB], nullptr}, args);
-        }),
+        median_us(20,
+                  [&](int i) {
+                    qk::quantize<m_up, swizzled_128x4>(xs[i % NB], shape,
+                                                       {ds[i % NB], ss[i % NB], nullptr}, args);
+                  }),
         n * 2.0 + n / 2.0 + n / 32.0, copy_gbs, "copy");
     row("qdq bf16 -> bf16, given scale",
-        median_us(20, [&](int i) { qk::qdq<q_given>(xs[i % NB], ys[i % NB], shape, args); }), n * 4.0,
-        copy_gbs, "copy");
+        median_us(20, [&](int i) { qk::qdq<q_given>(xs[i % NB], ys[i % NB], shape, args); }),
+        n * 4.0, copy_gbs, "copy");
     row("dequantize nvfp4 swizzled -> bf16",
-        median_us(20, [&](int i) {
-          qk::dequantize<q_given, swizzled_128x4>({ds[i % NB], ss[i % NB], ts.ptr}, ys[i % NB], shape);
-        }),
+        median_us(20,
+                  [&](int i) {
+                    qk::dequantize<q_given, swizzled_128x4>({ds[i % NB], ss[i % NB], ts.ptr},
+                                                            ys[i % NB], shape);
+                  }),
         q_bytes, copy_gbs, "copy");
     row("rmsnorm_quantize nvfp4 swizzled, per-row",
-        median_us(20, [&](int i) {
-          qk::rmsnorm_quantize<q_row, swizzled_128x4>(xs[i % NB], xs[(i + 1) % NB], 1e-6f, shape,
-                                                      {ds[i % NB], ss[i % NB], ts.ptr}, args);
-        }),
+        median_us(20,
+                  [&](int i) {
+                    qk::rmsnorm_quantize<q_row, swizzled_128x4>(
+                        xs[i % NB], xs[(i + 1) % NB], 1e-6f, shape,
+                        {ds[i % NB], ss[i % NB], ts.ptr}, args);
+                  }),
         q_bytes, copy_gbs, "copy");
     row("silu_mul_quantize nvfp4 swizzled, given ([M, K] gate and up)",
-        median_us(20, [&](int i) {
-          qk::silu_mul_quantize<q_given, swizzled_128x4>(xs[i % NB], xs[(i + 1) % NB], shape,
-                                                         {ds[i % NB], ss[i % NB], ts.ptr}, args);
-        }),
+        median_us(20,
+                  [&](int i) {
+                    qk::silu_mul_quantize<q_given, swizzled_128x4>(
+                        xs[i % NB], xs[(i + 1) % NB], shape, {ds[i % NB], ss[i % NB], ts.ptr},
+                        args);
+                  }),
         q_bytes + n * 2.0, copy_gbs, "copy");
     {
       const qk::tensor_shape w{1, 14336, 4096, 0, 0};
@@ -200,10 +222,12 @@ TEST_SUITE("gpu.perf") {
         qk::quantize<q_row, swizzled_128x4>(xs[0], s, {ds[0], ss[0], ts.ptr}, args);
       });
       const double us_rms = per_call_us(2000, [&] {
-        qk::rmsnorm_quantize<q_row, swizzled_128x4>(xs[0], xs[1], 1e-6f, s, {ds[0], ss[0], ts.ptr}, args);
+        qk::rmsnorm_quantize<q_row, swizzled_128x4>(xs[0], xs[1], 1e-6f, s, {ds[0], ss[0], ts.ptr},
+                                                    args);
       });
-      std::printf("  %2dx4096: quantize given %.2f us, per-row %.2f us, rmsnorm+quantize per-row %.2f us\n",
-                  m, us, us_row, us_rms);
+      std::printf(
+          "  %2dx4096: quantize given %.2f us, per-row %.2f us, rmsnorm+quantize per-row %.2f us\n",
+          m, us, us_row, us_rms);
     }
     for (int i = 0; i < NB; ++i) {
       cudaFree(xs[i]);

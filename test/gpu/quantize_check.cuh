@@ -1,7 +1,8 @@
 // SPDX-FileCopyrightText: 2026 The quads authors
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief Byte-exact checks of the quantize / qdq / dequantize launchers against the host reference.
+//! @brief Byte-exact checks of the quantize / qdq / dequantize launchers against the host
+//! reference.
 #pragma once
 
 #include "gpu_test.cuh"
@@ -19,17 +20,18 @@ struct shape3 {
 //! expert stacks, one row, one block.
 inline std::vector<shape3> test_shapes(int block) {
   const int k = block;
-  std::vector<shape3> s = {{1, 1, k}, {1, 3, 3 * k}, {1, 130, 5 * k}, {3, 37, 16 * k}, {2, 129, 7 * k}};
+  std::vector<shape3> s = {
+      {1, 1, k}, {1, 3, 3 * k}, {1, 130, 5 * k}, {3, 37, 16 * k}, {2, 129, 7 * k}};
   if (!quick()) s.push_back({1, 257, 2048});
   return s;
 }
 
 template <class Quantizer>
-inline constexpr bool is_per_row = Quantizer::format::has_tensor_scale &&
-                                   Quantizer::options.global == global_scale::per_row;
+inline constexpr bool is_per_row =
+    Quantizer::format::has_tensor_scale&& Quantizer::options.global == global_scale::per_row;
 template <class Quantizer>
-inline constexpr bool is_given = Quantizer::format::has_tensor_scale &&
-                                 Quantizer::options.global == global_scale::given;
+inline constexpr bool is_given =
+    Quantizer::format::has_tensor_scale&& Quantizer::options.global == global_scale::given;
 
 template <class T>
 inline std::int64_t stride_for(int cols, int variant) {
@@ -58,7 +60,8 @@ void check_quantize(shape3 sh, input_kind kind, std::uint64_t s, int variant, bo
   constexpr quant_options O = Quantizer::options;
   constexpr int B = F::block_size;
   const int E = sh.experts, R = sh.rows, C = sh.cols;
-  const std::string what = describe("quantize", F::name, layout_name<Layout>(), elem_name<T>(), sh, kind, s);
+  const std::string what =
+      describe("quantize", F::name, layout_name<Layout>(), elem_name<T>(), sh, kind, s);
   CAPTURE(what);
   const std::vector<float> x = make_input<T>(kind, E, R, C, B, s);
   const std::int64_t stride = stride_for<T>(C, variant);
@@ -116,7 +119,8 @@ void check_dequantize(shape3 sh, input_kind kind, std::uint64_t s, int variant) 
   constexpr quant_options O = Quantizer::options;
   constexpr int B = F::block_size;
   const int E = sh.experts, R = sh.rows, C = sh.cols;
-  const std::string what = describe("dequantize", F::name, layout_name<Layout>(), elem_name<TOut>(), sh, kind, s);
+  const std::string what =
+      describe("dequantize", F::name, layout_name<Layout>(), elem_name<TOut>(), sh, kind, s);
   CAPTURE(what);
   const std::vector<float> x = make_input<float>(kind, E, R, C, B, s);
   std::vector<tensor_scale> given = make_given<Quantizer>(E, s);
@@ -150,7 +154,7 @@ void sweep_quantize(bool also_qdq) {
                                            variant, also_qdq);
       ++variant;
     }
-  if constexpr (is_given<Quantizer>)  // one given scale broadcast to every expert
+  if constexpr (is_given<Quantizer>) // one given scale broadcast to every expert
     check_quantize<Quantizer, Layout, T>({3, 20, 4 * Quantizer::block_size}, input_kind::normal,
                                          s0 ^ 0x99, 1, also_qdq, 1);
 }

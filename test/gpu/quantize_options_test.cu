@@ -13,8 +13,9 @@ using q_4o6 = block_quantizer<nvfp4, quant_options{.block_rule = block_scale_rul
 using q_sr = block_quantizer<nvfp4, quant_options{.round = rounding::stochastic}>;
 using q_sr_row = block_quantizer<nvfp4, quant_options{.round = rounding::stochastic,
                                                       .global = global_scale::per_row}>;
-using q_4o6_given = block_quantizer<nvfp4, quant_options{.block_rule = block_scale_rule::four_over_six,
-                                                         .global = global_scale::given}>;
+using q_4o6_given =
+    block_quantizer<nvfp4, quant_options{.block_rule = block_scale_rule::four_over_six,
+                                         .global = global_scale::given}>;
 } // namespace
 
 TEST_SUITE("gpu.quantize.options") {

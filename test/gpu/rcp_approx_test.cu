@@ -50,8 +50,9 @@ __global__ void rcp_model(const T* x, int rows, int cols, std::int64_t stride,
 template <global_scale G, class Layout, class T>
 void check_rcp(shape3 sh, input_kind kind, std::uint64_t s, int variant) {
   using Q = block_quantizer<nvfp4, quant_options{.math = scale_math::rcp_approx, .global = G}>;
-  const int R = sh.rows, C = sh.cols;  // experts = 1
-  const std::string what = describe("quantize rcp_approx", "nvfp4", layout_name<Layout>(), elem_name<T>(), sh, kind, s);
+  const int R = sh.rows, C = sh.cols; // experts = 1
+  const std::string what =
+      describe("quantize rcp_approx", "nvfp4", layout_name<Layout>(), elem_name<T>(), sh, kind, s);
   CAPTURE(what);
   const std::vector<float> x = make_input<T>(kind, 1, R, C, 16, s);
   const std::int64_t stride = stride_for<T>(C, variant);
@@ -61,14 +62,18 @@ void check_rcp(shape3 sh, input_kind kind, std::uint64_t s, int variant) {
   std::vector<tensor_scale> row_ts(static_cast<std::size_t>(R));
   tensor_scale given = make_tensor_scale<nvfp4, Q::options>(3.0f);
   for (int r = 0; r < R; ++r) {
-    if (G == global_scale::given) row_ts[r] = given;
-    else if (G == global_scale::per_tensor) row_ts[r] = make_tensor_scale<nvfp4, Q::options>(reference::amax(x));
-    else row_ts[r] = make_tensor_scale<nvfp4, Q::options>(
-        reference::amax(std::span<const float>(x).subspan(static_cast<std::size_t>(r) * C, C)));
+    if (G == global_scale::given)
+      row_ts[r] = given;
+    else if (G == global_scale::per_tensor)
+      row_ts[r] = make_tensor_scale<nvfp4, Q::options>(reference::amax(x));
+    else
+      row_ts[r] = make_tensor_scale<nvfp4, Q::options>(
+          reference::amax(std::span<const float>(x).subspan(static_cast<std::size_t>(r) * C, C)));
   }
   device_buffer<tensor_scale> dts_rows(row_ts.size());
   dts_rows.upload(row_ts);
-  device_buffer<std::uint8_t> mdata(static_cast<std::size_t>(R) * C / 2), mscales(static_cast<std::size_t>(R) * C / 16);
+  device_buffer<std::uint8_t> mdata(static_cast<std::size_t>(R) * C / 2),
+      mscales(static_cast<std::size_t>(R) * C / 16);
   rcp_model<T><<<64, 256>>>(dx.ptr, R, C, stride, dts_rows.ptr, mdata.ptr, mscales.ptr);
   QUADS_CUDA_CHECK(cudaGetLastError());
 
@@ -78,15 +83,17 @@ void check_rcp(shape3 sh, input_kind kind, std::uint64_t s, int variant) {
   device_buffer<std::uint8_t> ddata(static_cast<std::size_t>(R) * C / 2), dscales(layout.size());
   device_buffer<tensor_scale> dts(G == global_scale::per_row ? R : 1);
   device_buffer<float> damax(1);
-  QUADS_CUDA_CHECK((kernels::quantize<Q, Layout>(dx.ptr, kernels::tensor_shape{1, R, C, stride, 0},
-                                                 kernels::quantized_view{ddata.ptr, dscales.ptr, dts.ptr},
-                                                 kernels::scale_args{dgiven.ptr, 1, damax.ptr, 0})));
+  QUADS_CUDA_CHECK(
+      (kernels::quantize<Q, Layout>(dx.ptr, kernels::tensor_shape{1, R, C, stride, 0},
+                                    kernels::quantized_view{ddata.ptr, dscales.ptr, dts.ptr},
+                                    kernels::scale_args{dgiven.ptr, 1, damax.ptr, 0})));
   sync_ok();
   expect_bytes(ddata.download(mdata.n), mdata.download(mdata.n), what + " data");
   const auto lin = mscales.download(mscales.n);
   std::vector<std::uint8_t> want(layout.size(), 0);
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C / 16; ++c) want[layout.offset(r, c)] = lin[static_cast<std::size_t>(r) * (C / 16) + c];
+    for (int c = 0; c < C / 16; ++c)
+      want[layout.offset(r, c)] = lin[static_cast<std::size_t>(r) * (C / 16) + c];
   expect_bytes(dscales.download(layout.size()), want, what + " scales");
   const auto ts = dts.download(dts.n);
   for (std::size_t i = 0; i < ts.size(); ++i) {

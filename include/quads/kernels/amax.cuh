@@ -23,26 +23,31 @@ inline constexpr int amax_unroll = 4;
 //! max over the CTA; every thread gets the result. `red` holds >= blockDim.x / 32 floats.
 QUADS_DEVICE_API float cta_max(float m, float* red) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  for (int o = 16; o > 0; o >>= 1)
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   const int warps = static_cast<int>(blockDim.x >> 5);
   if ((threadIdx.x & 31u) == 0) red[threadIdx.x >> 5] = m;
   __syncthreads();
   float r = red[0];
-  for (int w = 1; w < warps; ++w) r = fmaxf(r, red[w]);
-  __syncthreads();  // `red` may be reused right after
+  for (int w = 1; w < warps; ++w)
+    r = fmaxf(r, red[w]);
+  __syncthreads(); // `red` may be reused right after
   return r;
 }
 
 //! Deterministic CTA sum: each warp folds its lanes with an xor butterfly (offsets 16, 8, 4,
-//! 2, 1; every lane ends with the same value), then the warp sums are added in warp order. `red` holds >= 8 floats.
+//! 2, 1; every lane ends with the same value), then the warp sums are added in warp order. `red`
+//! holds >= 8 floats.
 QUADS_DEVICE_API float cta_sum_ordered(float s, float* red) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s = quads::detail::add_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
+  for (int o = 16; o > 0; o >>= 1)
+    s = quads::detail::add_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
   const int warps = static_cast<int>(blockDim.x >> 5);
   if ((threadIdx.x & 31u) == 0) red[threadIdx.x >> 5] = s;
   __syncthreads();
   float total = red[0];
-  for (int w = 1; w < warps; ++w) total = quads::detail::add_rn(total, red[w]);
+  for (int w = 1; w < warps; ++w)
+    total = quads::detail::add_rn(total, red[w]);
   __syncthreads();
   return total;
 }
@@ -59,7 +64,8 @@ QUADS_DEVICE_API float amax_of_word(uint4 w, float m) {
   float v[16 / sizeof(T)];
   widen(r, v);
 #pragma unroll
-  for (int i = 0; i < static_cast<int>(16 / sizeof(T)); ++i) m = fmaxf(m, fabsf(v[i]));
+  for (int i = 0; i < static_cast<int>(16 / sizeof(T)); ++i)
+    m = fmaxf(m, fabsf(v[i]));
   return m;
 }
 
@@ -80,10 +86,12 @@ __global__ void __launch_bounds__(amax_threads)
     for (int j = 0; j < amax_unroll; ++j) {
       std::uint32_t r, c;
       vecs.divmod(u + j * stride, r, c);
-      w[j] = *reinterpret_cast<const uint4*>(xe + r * row_stride + static_cast<std::int64_t>(c) * E);
+      w[j] =
+          *reinterpret_cast<const uint4*>(xe + r * row_stride + static_cast<std::int64_t>(c) * E);
     }
 #pragma unroll
-    for (int j = 0; j < amax_unroll; ++j) m = amax_of_word<T>(w[j], m);
+    for (int j = 0; j < amax_unroll; ++j)
+      m = amax_of_word<T>(w[j], m);
   }
   for (; u < total; u += stride) {
     std::uint32_t r, c;
@@ -108,7 +116,8 @@ __global__ void __launch_bounds__(amax_threads)
     const T* xr = x + e * expert_stride + r * row_stride;
     float m = 0.0f;
     for (int c = static_cast<int>(threadIdx.x); c < vecs; c += static_cast<int>(blockDim.x))
-      m = amax_of_word<T>(*reinterpret_cast<const uint4*>(xr + static_cast<std::int64_t>(c) * E), m);
+      m = amax_of_word<T>(*reinterpret_cast<const uint4*>(xr + static_cast<std::int64_t>(c) * E),
+                          m);
     m = cta_max(m, red);
     if (threadIdx.x == 0) amax[er] = m;
   }
@@ -117,8 +126,7 @@ __global__ void __launch_bounds__(amax_threads)
 template <class Quantizer>
 __global__ void tensor_scale_from_amax_kernel(const float* amax, tensor_scale* out, int n) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i < n)
-    out[i] = make_tensor_scale<typename Quantizer::format, Quantizer::options>(amax[i]);
+  if (i < n) out[i] = make_tensor_scale<typename Quantizer::format, Quantizer::options>(amax[i]);
 }
 
 //! Threads of a one-CTA-per-row kernel for rows of `units` work items: a multiple of 32 in
@@ -151,8 +159,9 @@ inline unsigned grid_for(int threads, std::uint64_t work, int ctas_per_sm_cap,
                          int split = 1) noexcept {
   const int occ = occupancy<Kernel>(threads);
   const int sms = sm_count() > 0 ? sm_count() : 132;
-  std::uint64_t resident = static_cast<std::uint64_t>(sms) *
-                           static_cast<std::uint64_t>(occ < ctas_per_sm_cap ? occ : ctas_per_sm_cap);
+  std::uint64_t resident =
+      static_cast<std::uint64_t>(sms) *
+      static_cast<std::uint64_t>(occ < ctas_per_sm_cap ? occ : ctas_per_sm_cap);
   resident = resident / static_cast<std::uint64_t>(split > 0 ? split : 1);
   if (resident < 1) resident = 1;
   std::uint64_t need = (work + static_cast<std::uint64_t>(threads) - 1) / threads;
@@ -180,8 +189,8 @@ inline void enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax,
   constexpr int E = 16 / sizeof(T);
   const std::uint32_t vecs = static_cast<std::uint32_t>(s.cols / E);
   const std::uint32_t total = vecs * static_cast<std::uint32_t>(s.rows);
-  const unsigned gx = grid_for<tensor_amax_kernel<T>>(amax_threads,
-                               (total + amax_unroll - 1) / amax_unroll, 8, s.experts);
+  const unsigned gx = grid_for<tensor_amax_kernel<T>>(
+      amax_threads, (total + amax_unroll - 1) / amax_unroll, 8, s.experts);
   tensor_amax_kernel<T><<<dim3(gx, static_cast<unsigned>(s.experts)), amax_threads, 0, stream>>>(
       x, fast_divmod(vecs), total, s.rstride(), s.estride(), amax);
 }
@@ -225,8 +234,8 @@ cudaError_t row_amax(const T* x, const tensor_shape& shape, float* amax,
   const int threads = detail::cta_threads_for(vecs);
   const std::uint32_t total_rows =
       static_cast<std::uint32_t>(shape.experts) * static_cast<std::uint32_t>(shape.rows);
-  const unsigned grid = detail::grid_for<detail::row_amax_kernel<T>>(threads,
-                                         static_cast<std::uint64_t>(total_rows) * threads, 16);
+  const unsigned grid = detail::grid_for<detail::row_amax_kernel<T>>(
+      threads, static_cast<std::uint64_t>(total_rows) * threads, 16);
   detail::row_amax_kernel<T><<<grid, threads, 0, stream>>>(x, shape.rows, vecs, total_rows,
                                                            shape.rstride(), shape.estride(), amax);
   return detail::after_launch();
@@ -241,7 +250,8 @@ cudaError_t tensor_scale_from_amax(const float* amax, tensor_scale* out, int n,
   if (n > 0 && (amax == nullptr || out == nullptr))
     return detail::fail("quads: amax / tensor scale pointer is null");
   if (n == 0) return detail::ok();
-  detail::tensor_scale_from_amax_kernel<Quantizer><<<(n + 255) / 256, 256, 0, stream>>>(amax, out, n);
+  detail::tensor_scale_from_amax_kernel<Quantizer>
+      <<<(n + 255) / 256, 256, 0, stream>>>(amax, out, n);
   return detail::after_launch();
 }
 

@@ -107,8 +107,8 @@ struct tensor_shape {
   int experts = 1;
   int rows = 0;
   int cols = 0;
-  std::int64_t row_stride = 0;     //!< elements between consecutive rows; 0 means `cols`
-  std::int64_t expert_stride = 0;  //!< elements between experts; 0 means `rows * row_stride`
+  std::int64_t row_stride = 0;    //!< elements between consecutive rows; 0 means `cols`
+  std::int64_t expert_stride = 0; //!< elements between experts; 0 means `rows * row_stride`
 
   constexpr std::int64_t rstride() const noexcept { return row_stride != 0 ? row_stride : cols; }
   constexpr std::int64_t estride() const noexcept {
@@ -173,7 +173,8 @@ struct fast_divmod {
   fast_divmod() = default;
   QUADS_HOST_DEVICE explicit fast_divmod(std::uint32_t d) : divisor(d) {
     std::uint32_t l = 0;
-    while ((std::uint64_t{1} << l) < d) ++l;
+    while ((std::uint64_t{1} << l) < d)
+      ++l;
     shift = l;
     multiplier = static_cast<std::uint32_t>(
         ((std::uint64_t{1} << 32) * ((std::uint64_t{1} << l) - d)) / d + 1);
@@ -182,8 +183,7 @@ struct fast_divmod {
 #if defined(__CUDA_ARCH__)
     const std::uint32_t t = __umulhi(n, multiplier);
 #else
-    const std::uint32_t t =
-        static_cast<std::uint32_t>((std::uint64_t{n} * multiplier) >> 32);
+    const std::uint32_t t = static_cast<std::uint32_t>((std::uint64_t{n} * multiplier) >> 32);
 #endif
     return static_cast<std::uint32_t>((std::uint64_t{t} + n) >> shift);
   }
@@ -195,17 +195,23 @@ struct fast_divmod {
 
 template <class T>
 QUADS_DEVICE_API float to_float(T v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
-  else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else return v;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(v);
+  else if constexpr (std::is_same_v<T, __half>)
+    return __half2float(v);
+  else
+    return v;
 }
 
 //! fp32 -> T, round to nearest even (the only rounding of the bf16/fp16 outputs).
 template <class T>
 QUADS_DEVICE_API T from_float(float v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16_rn(v);
-  else if constexpr (std::is_same_v<T, __half>) return __float2half_rn(v);
-  else return v;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(v);
+  else if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(v);
+  else
+    return v;
 }
 
 //! Raw storage of `N` elements of `T` as 16-byte words (`N * sizeof(T)` a multiple of 16).
@@ -221,7 +227,8 @@ template <class T, int N>
 QUADS_DEVICE_API void load_raw(const T* p, raw_block<T, N>& r) {
   const uint4* q = reinterpret_cast<const uint4*>(p);
 #pragma unroll
-  for (int i = 0; i < raw_block<T, N>::words; ++i) r.w[i] = q[i];
+  for (int i = 0; i < raw_block<T, N>::words; ++i)
+    r.w[i] = q[i];
 }
 
 //! Widens raw words to fp32 (exact for bf16 / fp16).
@@ -232,7 +239,8 @@ QUADS_DEVICE_API void widen(const raw_block<T, N>& r, float (&v)[N]) {
     const std::uint32_t u[4] = {r.w[i].x, r.w[i].y, r.w[i].z, r.w[i].w};
     if constexpr (std::is_same_v<T, float>) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) v[4 * i + j] = __uint_as_float(u[j]);
+      for (int j = 0; j < 4; ++j)
+        v[4 * i + j] = __uint_as_float(u[j]);
     } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -259,7 +267,8 @@ QUADS_DEVICE_API void store_narrow(T* p, const float (&v)[N]) {
     std::uint32_t u[4];
     if constexpr (std::is_same_v<T, float>) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) u[j] = __float_as_uint(v[4 * i + j]);
+      for (int j = 0; j < 4; ++j)
+        u[j] = __float_as_uint(v[4 * i + j]);
     } else {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -273,7 +282,8 @@ QUADS_DEVICE_API void store_narrow(T* p, const float (&v)[N]) {
   }
   uint4* q = reinterpret_cast<uint4*>(p);
 #pragma unroll
-  for (int i = 0; i < raw_block<T, N>::words; ++i) q[i] = r.w[i];
+  for (int i = 0; i < raw_block<T, N>::words; ++i)
+    q[i] = r.w[i];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -289,11 +299,13 @@ QUADS_DEVICE_API float block_amax(const float (&v)[N]) {
   static_assert(N >= 2 && (N & (N - 1)) == 0);
   float t[N / 2];
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) t[i] = fmaxf(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
+  for (int i = 0; i < N / 2; ++i)
+    t[i] = fmaxf(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
 #pragma unroll
   for (int w = N / 4; w >= 1; w /= 2) {
 #pragma unroll
-    for (int i = 0; i < w; ++i) t[i] = fmaxf(t[i], t[i + w]);
+    for (int i = 0; i < w; ++i)
+      t[i] = fmaxf(t[i], t[i + w]);
   }
   return fmaxf(0.0f, t[0]);
 }
@@ -305,11 +317,13 @@ QUADS_DEVICE_API float tree_sum(const float (&v)[N]) {
   static_assert(N >= 2 && (N & (N - 1)) == 0);
   float t[N / 2];
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) t[i] = __fadd_rn(v[2 * i], v[2 * i + 1]);
+  for (int i = 0; i < N / 2; ++i)
+    t[i] = __fadd_rn(v[2 * i], v[2 * i + 1]);
 #pragma unroll
   for (int w = N / 4; w >= 1; w /= 2) {
 #pragma unroll
-    for (int i = 0; i < w; ++i) t[i] = __fadd_rn(t[i], t[i + w]);
+    for (int i = 0; i < w; ++i)
+      t[i] = __fadd_rn(t[i], t[i + w]);
   }
   return t[0];
 }
@@ -327,12 +341,12 @@ QUADS_DEVICE_API std::uint32_t encode_e2m1x8_rne_nonan(const float (&s)[8]) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const float a = fminf(fabsf(s[i]), 6.0f);
-    const std::uint32_t mb = __float_as_uint(fmaxf(a, 1.0f)) & 0x7f800000u;  // 2^E
-    const float magic = __fmul_rn(__uint_as_float(mb), 4194304.0f);          // 2^(E + 22)
+    const std::uint32_t mb = __float_as_uint(fmaxf(a, 1.0f)) & 0x7f800000u; // 2^E
+    const float magic = __fmul_rn(__uint_as_float(mb), 4194304.0f);         // 2^(E + 22)
     const float y = __fadd_rn(a, magic);
-    acc += (__float_as_uint(y) - __float_as_uint(magic) + (mb >> 22)) << (4 * i);  // code + 254
+    acc += (__float_as_uint(y) - __float_as_uint(magic) + (mb >> 22)) << (4 * i); // code + 254
     const std::uint32_t u = __float_as_uint(s[i]);
-    sign |= (i < 7 ? __umulhi(u, 16u << (4 * i)) : u) & (8u << (4 * i));  // bit 31 -> 4i + 3
+    sign |= (i < 7 ? __umulhi(u, 16u << (4 * i)) : u) & (8u << (4 * i)); // bit 31 -> 4i + 3
   }
   return (acc - 254u * 0x11111111u) | sign;
 }
@@ -341,14 +355,15 @@ QUADS_DEVICE_API std::uint32_t encode_e2m1x8_rne_nonan(const float (&s)[8]) {
 QUADS_DEVICE_API std::uint32_t encode_e2m1x8_core(const float (&s)[8]) {
   std::uint32_t w = 0;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) w |= static_cast<std::uint32_t>(encode_e2m1(s[i])) << (4 * i);
+  for (int i = 0; i < 8; ++i)
+    w |= static_cast<std::uint32_t>(encode_e2m1(s[i])) << (4 * i);
   return w;
 }
 
 //! `decode_e2m1` of the low nibble of `code`, by bit assembly (equal for all 16 codes).
 QUADS_DEVICE_API float decode_e2m1_fast(std::uint32_t code) {
   const std::uint32_t m = code & 7u;
-  const std::uint32_t mag = m >= 2u ? (m + 252u) << 22 : m * 0x3f000000u;  // 0, 0.5 | 2^e(1+m/2)
+  const std::uint32_t mag = m >= 2u ? (m + 252u) << 22 : m * 0x3f000000u; // 0, 0.5 | 2^e(1+m/2)
   return __uint_as_float(mag | ((code & 8u) << 28));
 }
 

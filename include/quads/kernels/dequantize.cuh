@@ -96,13 +96,16 @@ cudaError_t dequantize(const const_quantized_view& q, TOut* y, const tensor_shap
   constexpr int B = F::block_size;
   if (shape.rows > 0 && shape.cols > 0 && (y == nullptr || !detail::aligned(y, 16)))
     return detail::fail("quads: output y must be non-null and 16-byte aligned (vector stores)");
-  if (const char* why = detail::check_input<TOut>(y, shape, B,
-                                                  B == 16 ? "quads: cols (K) must be a multiple of 16"
-                                                          : "quads: cols (K) must be a multiple of 32"))
+  if (const char* why =
+          detail::check_input<TOut>(y, shape, B,
+                                    B == 16 ? "quads: cols (K) must be a multiple of 16"
+                                            : "quads: cols (K) must be a multiple of 32"))
     return detail::fail(why);
   if (shape.rows == 0 || shape.cols == 0) return detail::ok();
-  if (q.data == nullptr || q.scales == nullptr) return detail::fail("quads: q.data / q.scales is null");
-  if (!detail::aligned(q.data, B / 2)) return detail::fail("quads: q.data must be aligned to block_size / 2 bytes");
+  if (q.data == nullptr || q.scales == nullptr)
+    return detail::fail("quads: q.data / q.scales is null");
+  if (!detail::aligned(q.data, B / 2))
+    return detail::fail("quads: q.data must be aligned to block_size / 2 bytes");
   if (F::has_tensor_scale && q.tensor_scales == nullptr)
     return detail::fail("quads: q.tensor_scales is null (needed for nvfp4)");
   if (static_cast<std::int64_t>(shape.rows) * shape.cols >= (std::int64_t{1} << 31))
@@ -111,9 +114,10 @@ cudaError_t dequantize(const const_quantized_view& q, TOut* y, const tensor_shap
   const std::uint32_t total = nkb * static_cast<std::uint32_t>(shape.rows);
   const Layout layout{shape.rows, shape.cols / B};
   constexpr auto kernel = detail::dequantize_kernel<Quantizer, Layout, TOut>;
-  const unsigned gx = detail::grid_for<kernel>(
-      detail::dequant_threads, (total + detail::dequant_blocks_per_iteration - 1) / detail::dequant_blocks_per_iteration,
-      8, shape.experts);
+  const unsigned gx = detail::grid_for<kernel>(detail::dequant_threads,
+                                               (total + detail::dequant_blocks_per_iteration - 1) /
+                                                   detail::dequant_blocks_per_iteration,
+                                               8, shape.experts);
   kernel<<<dim3(gx, static_cast<unsigned>(shape.experts)), detail::dequant_threads, 0, stream>>>(
       q.data, q.scales, q.tensor_scales, detail::fast_divmod(nkb), total, shape.rows, layout,
       layout.size(), y, shape.rstride(), shape.estride());

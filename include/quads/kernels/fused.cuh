@@ -67,13 +67,13 @@ QUADS_API float exp_rn(float t) noexcept {
 #else
   const float k = std::nearbyint(mul_rn(t, 1.44269502162933349609375f));
 #endif
-  float r = add_rn(t, mul_rn(-k, 0.693145751953125f));   // ln2 high part, 15 bits: exact product
-  r = add_rn(r, mul_rn(-k, 1.428606765330187045e-06f));  // ln2 low part
-  float p = 1.98412701138295233249664306640625e-04f;     // 1/7!
-  p = add_rn(mul_rn(p, r), 1.38888892251998186111450195312e-03f);  // 1/6!
-  p = add_rn(mul_rn(p, r), 8.33333376795053482055664062500e-03f);  // 1/5!
-  p = add_rn(mul_rn(p, r), 4.16666679084300994873046875000e-02f);  // 1/4!
-  p = add_rn(mul_rn(p, r), 1.66666671633720397949218750000e-01f);  // 1/3!
+  float r = add_rn(t, mul_rn(-k, 0.693145751953125f));  // ln2 high part, 15 bits: exact product
+  r = add_rn(r, mul_rn(-k, 1.428606765330187045e-06f)); // ln2 low part
+  float p = 1.98412701138295233249664306640625e-04f;    // 1/7!
+  p = add_rn(mul_rn(p, r), 1.38888892251998186111450195312e-03f); // 1/6!
+  p = add_rn(mul_rn(p, r), 8.33333376795053482055664062500e-03f); // 1/5!
+  p = add_rn(mul_rn(p, r), 4.16666679084300994873046875000e-02f); // 1/4!
+  p = add_rn(mul_rn(p, r), 1.66666671633720397949218750000e-01f); // 1/3!
   p = add_rn(mul_rn(p, r), 0.5f);
   p = add_rn(mul_rn(p, r), 1.0f);
   p = add_rn(mul_rn(p, r), 1.0f);
@@ -110,14 +110,15 @@ struct rmsnorm_producer {
   //! Sum of squares of one block, in element order, continuing `acc`.
   QUADS_DEVICE_API float partial(const float (&v)[B], float acc) const {
 #pragma unroll
-    for (int i = 0; i < B; ++i) acc = quads::detail::add_rn(acc, quads::detail::mul_rn(v[i], v[i]));
+    for (int i = 0; i < B; ++i)
+      acc = quads::detail::add_rn(acc, quads::detail::mul_rn(v[i], v[i]));
     return acc;
   }
   //! rstd = 1 / sqrt(total / cols + eps), IEEE operations throughout.
   QUADS_DEVICE_API float finish_state(float total) const {
     return quads::detail::div_rn(
-        1.0f, sqrt_rn(quads::detail::add_rn(
-                  quads::detail::div_rn(total, static_cast<float>(cols)), eps)));
+        1.0f, sqrt_rn(quads::detail::add_rn(quads::detail::div_rn(total, static_cast<float>(cols)),
+                                            eps)));
   }
   QUADS_DEVICE_API void finish(int kb, float rstd, float (&v)[B]) const {
     raw_block<T, B> rw;
@@ -147,7 +148,8 @@ struct silu_mul_producer {
     widen(rg, v);
     widen(ru, uv);
 #pragma unroll
-    for (int i = 0; i < B; ++i) v[i] = quads::detail::mul_rn(silu_rn(v[i]), uv[i]);
+    for (int i = 0; i < B; ++i)
+      v[i] = quads::detail::mul_rn(silu_rn(v[i]), uv[i]);
   }
   QUADS_DEVICE_API float partial(const float (&)[B], float acc) const { return acc; }
   QUADS_DEVICE_API float finish_state(float) const { return 0.0f; }
@@ -172,8 +174,8 @@ inline cudaError_t dispatch_fused(const Producer& p, const tensor_shape& s,
                                               sink, args.seed, stream);
   } else {
     if constexpr (F::has_tensor_scale && O.global == global_scale::per_tensor) {
-      const cudaError_t e = cudaMemsetAsync(args.amax_workspace, 0,
-                                            sizeof(float) * static_cast<std::size_t>(s.experts), stream);
+      const cudaError_t e = cudaMemsetAsync(
+          args.amax_workspace, 0, sizeof(float) * static_cast<std::size_t>(s.experts), stream);
       if (e != cudaSuccess) return fail(cudaGetErrorString(e), e);
       enqueue_row<Quantizer, row_mode::amax_only>(p, s, s.rows, src, nullptr, args.amax_workspace,
                                                   sink, args.seed, stream);
@@ -201,10 +203,12 @@ cudaError_t rmsnorm_quantize(const T* x, const T* weight, float eps, const tenso
   if (shape.rows == 0 || shape.cols == 0) return detail::ok();
   if (weight == nullptr || !detail::aligned(weight, 16))
     return detail::fail("quads: RMSNorm weight must be non-null and 16-byte aligned");
-  if (shape.cols >= (1 << 24)) return detail::fail("quads: RMSNorm needs cols < 2^24 (exact float(cols))");
+  if (shape.cols >= (1 << 24))
+    return detail::fail("quads: RMSNorm needs cols < 2^24 (exact float(cols))");
   if (const char* why = detail::check_outputs<Quantizer, Layout>(out, args, shape))
     return detail::fail(why);
-  const detail::rmsnorm_producer<T, B> p{x, weight, eps, shape.cols, shape.rstride(), shape.estride()};
+  const detail::rmsnorm_producer<T, B> p{x,          weight,          eps,
+                                         shape.cols, shape.rstride(), shape.estride()};
   return detail::dispatch_fused<Quantizer, Layout>(p, shape, out, args, stream);
 }
 
@@ -216,7 +220,8 @@ cudaError_t silu_mul_quantize(const T* gate, const T* up, const tensor_shape& sh
                               cudaStream_t stream = nullptr) {
   static_assert(is_kernel_element<T>, "quads: element type must be __nv_bfloat16, __half or float");
   constexpr int B = Quantizer::block_size;
-  if (const char* why = detail::check_input(gate, shape, B, detail::block_multiple_msg<Quantizer>()))
+  if (const char* why =
+          detail::check_input(gate, shape, B, detail::block_multiple_msg<Quantizer>()))
     return detail::fail(why);
   if (shape.rows == 0 || shape.cols == 0) return detail::ok();
   if (up == nullptr || !detail::aligned(up, 16))

@@ -40,8 +40,8 @@ template <class Quantizer>
 struct scale_source {
   const tensor_scale* given = nullptr;
   int given_count = 0;
-  const float* amax = nullptr;  //!< per_tensor: amax of each expert
-  tensor_scale* out = nullptr;  //!< optional copy-out, one per expert
+  const float* amax = nullptr; //!< per_tensor: amax of each expert
+  tensor_scale* out = nullptr; //!< optional copy-out, one per expert
 
   QUADS_DEVICE_API tensor_scale get(int e) const {
     using F = typename Quantizer::format;
@@ -84,8 +84,8 @@ struct block_words {
 //! Stochastic rounding and four-over-six go through `Quantizer::quantize` itself.
 template <class Quantizer>
 inline constexpr bool fast_path_applies =
-    Quantizer::options.round == rounding::nearest_even &&
-    Quantizer::options.block_rule == block_scale_rule::amax_to_6;
+    Quantizer::options.round == rounding::nearest_even&& Quantizer::options.block_rule ==
+    block_scale_rule::amax_to_6;
 
 //! Quantizes `U` blocks in two phases so their latency chains overlap: scales of all blocks,
 //! then the scaled values of all blocks, then one NaN test and the encoder for all of them
@@ -110,7 +110,8 @@ QUADS_DEVICE_API void quantize_blocks(float (&v)[U][Quantizer::block_size], tens
 #pragma unroll
     for (int j = 0; j < U; ++j) {
 #pragma unroll
-      for (int i = 0; i < B; ++i) v[j][i] = quads::detail::mul_rn(v[j][i], m[j]);
+      for (int i = 0; i < B; ++i)
+        v[j][i] = quads::detail::mul_rn(v[j][i], m[j]);
       check = __fadd_rn(check, tree_sum(v[j]));
     }
     if (check == check) {
@@ -119,7 +120,7 @@ QUADS_DEVICE_API void quantize_blocks(float (&v)[U][Quantizer::block_size], tens
 #pragma unroll
         for (int w = 0; w < B / 8; ++w)
           out[j].w[w] = encode_e2m1x8_rne_nonan(reinterpret_cast<const float(&)[8]>(v[j][8 * w]));
-    } else {  // a NaN somewhere: the core encoder, which maps NaN to +6
+    } else { // a NaN somewhere: the core encoder, which maps NaN to +6
 #pragma unroll
       for (int j = 0; j < U; ++j)
 #pragma unroll
@@ -168,8 +169,8 @@ struct quant_sink {
   static constexpr bool pads = std::is_same_v<Layout, swizzled_128x4>;
   std::uint8_t* data;
   std::uint8_t* scales;
-  Layout layout;             //!< `{rows, cols / B}` of one expert
-  std::size_t layout_size;   //!< bytes per expert
+  Layout layout;           //!< `{rows, cols / B}` of one expert
+  std::size_t layout_size; //!< bytes per expert
   int rows;
   int nkb;
 
@@ -237,7 +238,8 @@ struct quant_sink {
   QUADS_DEVICE_API void pad_row_tail(int e, int r, int t, int n) const {
     if constexpr (pads) {
       std::uint8_t* base = scales + static_cast<std::size_t>(e) * layout_size;
-      for (int c = nkb + t; c < layout.col_tiles() * 4; c += n) base[layout.offset(r, c)] = 0;
+      for (int c = nkb + t; c < layout.col_tiles() * 4; c += n)
+        base[layout.offset(r, c)] = 0;
     } else {
       (void)e, (void)r, (void)t, (void)n;
     }
@@ -256,8 +258,8 @@ struct qdq_sink {
   QUADS_DEVICE_API void put(int e, int r, int kb, const block_words<B>& q, tensor_scale ts) const {
     float v[B];
     dequantize_block<Quantizer>(q, ts, v);
-    store_narrow<TOut, B>(y + e * expert_stride + r * row_stride + static_cast<std::int64_t>(kb) * B,
-                          v);
+    store_narrow<TOut, B>(
+        y + e * expert_stride + r * row_stride + static_cast<std::int64_t>(kb) * B, v);
   }
   QUADS_API std::uint32_t pad_count() const { return 0; }
   QUADS_DEVICE_API void pad(int, std::uint32_t) const {}
@@ -284,8 +286,8 @@ inline constexpr int blocks_per_iteration = B * sizeof(T) <= 32 ? 2 : 1;
 template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>>
 __global__ void __launch_bounds__(block_threads)
     block_kernel(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
-                 std::int64_t row_stride, std::int64_t expert_stride,
-                 scale_source<Quantizer> src, Sink sink, std::uint64_t seed) {
+                 std::int64_t row_stride, std::int64_t expert_stride, scale_source<Quantizer> src,
+                 Sink sink, std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
   constexpr int U = blocks_per_iteration<T, B>;
@@ -307,7 +309,8 @@ __global__ void __launch_bounds__(block_threads)
       } else {
         row[j] = kb[j] = 0;
 #pragma unroll
-        for (int w = 0; w < raw_block<T, B>::words; ++w) raw[j].w[w] = make_uint4(0, 0, 0, 0);
+        for (int w = 0; w < raw_block<T, B>::words; ++w)
+          raw[j].w[w] = make_uint4(0, 0, 0, 0);
       }
     }
     float v[U][B];
@@ -326,7 +329,8 @@ __global__ void __launch_bounds__(block_threads)
   }
   if constexpr (Sink::pads) {
     const std::uint32_t n = sink.pad_count();
-    for (std::uint32_t i = first; i < n; i += stride) sink.pad(e, i);
+    for (std::uint32_t i = first; i < n; i += stride)
+      sink.pad(e, i);
   }
 }
 
@@ -354,9 +358,9 @@ struct plain_producer {
 
 //! What the row kernel does with each row.
 enum class row_mode {
-  per_row,    //!< row amax -> row tensor scale (written to `row_scales`), then quantize
-  fixed,      //!< tensor scale from `scale_source` (given / per-tensor amax / none)
-  amax_only,  //!< only the amax of the produced values, atomically into `amax[expert]`
+  per_row,   //!< row amax -> row tensor scale (written to `row_scales`), then quantize
+  fixed,     //!< tensor scale from `scale_source` (given / per-tensor amax / none)
+  amax_only, //!< only the amax of the produced values, atomically into `amax[expert]`
 };
 
 //! Blocks per thread that the row kernel keeps in registers (a row of up to
@@ -380,14 +384,15 @@ __global__ void __launch_bounds__(256)
   const int n = static_cast<int>(blockDim.x);
   if constexpr (Mode == row_mode::fixed) {
     if (src.out != nullptr && blockIdx.x == 0)
-      for (int e = t; e < experts; e += n) src.out[e] = src.get(e);
+      for (int e = t; e < experts; e += n)
+        src.out[e] = src.get(e);
   }
   const std::uint32_t total =
       static_cast<std::uint32_t>(experts) * static_cast<std::uint32_t>(padded_rows);
   for (std::uint32_t er = blockIdx.x; er < total; er += gridDim.x) {
     const int e = static_cast<int>(er / static_cast<std::uint32_t>(padded_rows));
     const int r = static_cast<int>(er - static_cast<std::uint32_t>(e) * padded_rows);
-    if (r >= rows) {  // uniform across the CTA
+    if (r >= rows) { // uniform across the CTA
       if constexpr (Mode != row_mode::amax_only) sink.pad_row(e, r, t, n);
       continue;
     }
@@ -399,7 +404,8 @@ __global__ void __launch_bounds__(256)
         p.load(e, r, kb, v[j]);
       } else {
 #pragma unroll
-        for (int i = 0; i < B; ++i) v[j][i] = 0.0f;
+        for (int i = 0; i < B; ++i)
+          v[j][i] = 0.0f;
       }
     }
     float state = 0.0f;
@@ -424,7 +430,8 @@ __global__ void __launch_bounds__(256)
     } else {
       float m = 0.0f;
 #pragma unroll
-      for (int j = 0; j < C; ++j) m = fmaxf(m, block_amax(v[j]));  // unused slots are zeros
+      for (int j = 0; j < C; ++j)
+        m = fmaxf(m, block_amax(v[j])); // unused slots are zeros
       for (int kb = t + C * n; kb < nkb; kb += n) {
         float w[B];
         p.load(e, r, kb, w);
@@ -441,12 +448,13 @@ __global__ void __launch_bounds__(256)
       }
     }
     if constexpr (Mode != row_mode::amax_only) {
-      const std::uint64_t row_block = (static_cast<std::uint64_t>(e) * rows + r) *
-                                      static_cast<std::uint64_t>(nkb);
+      const std::uint64_t row_block =
+          (static_cast<std::uint64_t>(e) * rows + r) * static_cast<std::uint64_t>(nkb);
       {
         std::uint64_t index[C];
 #pragma unroll
-        for (int j = 0; j < C; ++j) index[j] = row_block + static_cast<std::uint64_t>(t + j * n);
+        for (int j = 0; j < C; ++j)
+          index[j] = row_block + static_cast<std::uint64_t>(t + j * n);
         block_words<B> q[C];
         quantize_blocks<Quantizer, C>(v, ts, seed, index, q);
 #pragma unroll
@@ -474,7 +482,8 @@ inline const char* check_outputs(const quantized_view& out, const scale_args& ar
   using F = typename Quantizer::format;
   constexpr quant_options O = Quantizer::options;
   constexpr int B = F::block_size;
-  if (out.data == nullptr || out.scales == nullptr) return "quads: output data/scales pointer is null";
+  if (out.data == nullptr || out.scales == nullptr)
+    return "quads: output data/scales pointer is null";
   if (!aligned(out.data, B / 2))
     return B == 16 ? "quads: output data must be 8-byte aligned (one 8-byte store per block)"
                    : "quads: output data must be 16-byte aligned (one 16-byte store per block)";
@@ -551,8 +560,8 @@ inline cudaError_t dispatch_plain(const T* x, const tensor_shape& s, const scale
                                               args.seed, stream);
   } else {
     if constexpr (F::has_tensor_scale && O.global == global_scale::per_tensor) {
-      const cudaError_t e = cudaMemsetAsync(args.amax_workspace, 0,
-                                            sizeof(float) * static_cast<std::size_t>(s.experts), stream);
+      const cudaError_t e = cudaMemsetAsync(
+          args.amax_workspace, 0, sizeof(float) * static_cast<std::size_t>(s.experts), stream);
       if (e != cudaSuccess) return fail(cudaGetErrorString(e), e);
       enqueue_tensor_amax(x, s, args.amax_workspace, stream);
     }
@@ -585,8 +594,8 @@ cudaError_t quantize(const T* x, const tensor_shape& shape, const quantized_view
   if (const char* why = detail::check_outputs<Quantizer, Layout>(out, args, shape))
     return detail::fail(why);
   const Layout layout{shape.rows, shape.cols / B};
-  const detail::quant_sink<F, Layout> sink{out.data,  out.scales, layout, layout.size(),
-                                           shape.rows, shape.cols / B};
+  const detail::quant_sink<F, Layout> sink{out.data,      out.scales, layout,
+                                           layout.size(), shape.rows, shape.cols / B};
   const int padded_rows = detail::padded_rows_of(layout, shape.rows);
   return detail::dispatch_plain<Quantizer>(x, shape, args, out.tensor_scales, padded_rows, sink,
                                            stream);
@@ -607,7 +616,8 @@ cudaError_t qdq(const T* x, T* y, const tensor_shape& shape, const scale_args& a
   if (const char* why = detail::check_input(x, shape, B, detail::block_multiple_msg<Quantizer>()))
     return detail::fail(why);
   if (shape.rows == 0 || shape.cols == 0) return detail::ok();
-  if (y == nullptr || !detail::aligned(y, 16)) return detail::fail("quads: y must be non-null and 16-byte aligned");
+  if (y == nullptr || !detail::aligned(y, 16))
+    return detail::fail("quads: y must be non-null and 16-byte aligned");
   // Reuse the output checks with a dummy data view (qdq writes no codes).
   alignas(16) std::uint8_t dummy[16];
   const quantized_view fake{dummy, dummy, tensor_scales};
