@@ -1,0 +1,555 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Decode GEMM (nvcc only): FP4 weights dequantized in registers, `mma.sync.m16n8k16`
+//!        with weights on M and tokens on N, fp32 accumulation, split-K, composable epilogue.
+//!
+//! Support matrix (first slice; see docs/gemm.md for what has and has not run on a GPU):
+//! | weights              | activations                               | MMA        | arch        |
+//! |----------------------|-------------------------------------------|------------|-------------|
+//! | nvfp4 (UE4M3, 16)    | dense bf16 / fp16 (W4A16)                 | bf16/fp16  | sm_90 (a)   |
+//! | nvfp4                | nvfp4 packed (emulated W4A4)              | bf16/fp16  | sm_90 (a)   |
+//! | nvfp4                | nvfp4 + RAC residual (composition (b))    | bf16/fp16  | sm_90 (a)   |
+//! | mxfp4 (UE8M0, 32)    | dense bf16, mxfp4 or nvfp4 packed         | bf16 only  | sm_90 (a)   |
+//! Scales: linear layout (`linear_scales`, row-major `[rows, K / B]`) for every operand.
+//!
+//! `y = epilogue(A W^T)`: `A` `[M, K]` (tokens), `W` `[N, K]` (packed E2M1, row-major, element 2i
+//! in the low nibble), the layout of `quads::reference::quantized_tensor` and of the quantize
+//! kernels. Both FP4 operands are dequantized to 16-bit values *without* their FP32 tensor
+//! scales (exact, `quads/gemm/dequant.hpp`); the tensor scales are applied by the epilogue
+//! (`epilogue::scale_alpha`). Tiling: `quads/gemm/decode_layout.hpp`.
+//!
+//! Launcher (error scheme of `quads/kernels/common.cuh`: returns `cudaError_t`, enqueues nothing
+//! on a refused argument and `quads::kernels::last_error_message()` says why, never synchronises):
+//! @code
+//!   auto plan = quads::gemm::plan_decode(M, N, K, /*residual=*/false);
+//!   // workspace: plan.workspace_bytes of device memory
+//!   quads::gemm::decode_gemm<quads::gemm::bf16_lane, epi>(
+//!       plan, quads::gemm::fp4_weights<quads::nvfp4>{w, w_scales},
+//!       quads::gemm::fp4_activations<quads::nvfp4>{x, x_scales}, epi_args, workspace, stream);
+//! @endcode
+//! Enqueued work: with `reduction::atomic` a `cudaMemsetAsync` of the workspace, then the
+//! mainloop kernel, then the epilogue kernel.
+#pragma once
+
+#if !defined(__CUDACC__)
+#  error "quads/gemm/decode.cuh needs nvcc (CUDA C++)"
+#endif
+
+#include <quads/kernels/common.cuh>
+
+#include <quads/config.hpp>
+
+#include <quads/compensation/residual.hpp>
+#include <quads/epilogue/chain.hpp>
+#include <quads/epilogue/fragment.hpp>
+#include <quads/epilogue/node.hpp>
+#include <quads/epilogue/nodes.hpp>
+#include <quads/gemm/decode_layout.hpp>
+#include <quads/gemm/dequant.hpp>
+#include <quads/scheme/schemes.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace quads {
+
+//! Epilogue element access for the CUDA 16-bit types (bit-identical to bf16_t / fp16_t).
+template <>
+struct element_traits<__nv_bfloat16> {
+  QUADS_API static float to_float(__nv_bfloat16 x) noexcept {
+    return detail::bf16_bits_to_float(__nv_bfloat16_raw(x).x);
+  }
+  QUADS_API static __nv_bfloat16 from_float(float x) noexcept {
+    __nv_bfloat16_raw r;
+    r.x = detail::float_to_bf16_bits(x);
+    return __nv_bfloat16(r);
+  }
+};
+template <>
+struct element_traits<__half> {
+  QUADS_API static float to_float(__half x) noexcept {
+    return detail::fp16_bits_to_float(__half_raw(x).x);
+  }
+  QUADS_API static __half from_float(float x) noexcept {
+    __half_raw r;
+    r.x = detail::float_to_fp16_bits(x);
+    return __half(r);
+  }
+};
+
+namespace gemm {
+
+// ---------------------------------------------------------------------------------------------
+// Operands
+// ---------------------------------------------------------------------------------------------
+
+//! FP4 weights `[N, K]`: `data` N * K / 2 bytes (row-major packed codes), `scales` `[N, K / B]`
+//! bytes (linear). Alignment: `data` 16 bytes (8 bytes suffice when K % 32 != 0).
+template <block_scaled_format Format>
+struct fp4_weights {
+  using format = Format;
+  const std::uint8_t* data = nullptr;
+  const std::uint8_t* scales = nullptr;
+};
+
+//! Dense 16-bit activations `[M, K]` row-major (W4A16; or an emulated-W4A4 input that was
+//! fake-quantized to bf16 without its tensor scale). `T` is `__nv_bfloat16` for bf16 lanes and
+//! `__half` for fp16 lanes. Alignment: 16 bytes.
+template <mma_lane Lane>
+struct dense_activations {
+  using element = std::conditional_t<std::is_same_v<Lane, bf16_lane>, __nv_bfloat16, __half>;
+  const element* data = nullptr;
+};
+
+//! Packed FP4 activations `[M, K]` (the output of `quads::kernels::quantize`, linear scales):
+//! `data` M * K / 2 bytes (4-byte aligned), `scales` `[M, K / B]`.
+template <block_scaled_format Format>
+struct fp4_activations {
+  using format = Format;
+  const std::uint8_t* data = nullptr;
+  const std::uint8_t* scales = nullptr;
+};
+
+//! The RAC operand `[Q(x) | Q(r_S)]` `[M, K']`, K' = K + selected (the output of
+//! `quads::compensation::kernels::rac_quantize`, linear scales `[M, K' / B]`), plus the slot table
+//! (K / B ints: residual index of each block or -1; `make_selection_tables(sel).slot`) in device
+//! memory. The residual products use the weight blocks already in registers (composition (b)).
+//! `residual_scale::own` fills the second accumulator (add it with `epilogue::rac_residual`);
+//! `shared` adds the residual products to the main accumulator.
+template <block_scaled_format Format>
+struct rac_activations {
+  using format = Format;
+  const std::uint8_t* data = nullptr;
+  const std::uint8_t* scales = nullptr;
+  const int* slot = nullptr;
+  int selected = 0;  //!< |S| (a multiple of the block size)
+  compensation::residual_scale residual = compensation::residual_scale::shared;
+};
+
+namespace detail {
+
+template <class A>
+struct activation_traits;
+template <mma_lane Lane>
+struct activation_traits<dense_activations<Lane>> {
+  static constexpr bool fp4 = false, rac = false;
+  static constexpr int block_size = 16;
+  static constexpr int fold_log2 = 0;
+};
+template <block_scaled_format F>
+struct activation_traits<fp4_activations<F>> {
+  static constexpr bool fp4 = true, rac = false;
+  static constexpr int block_size = F::block_size;
+  using format = F;
+};
+template <block_scaled_format F>
+struct activation_traits<rac_activations<F>> {
+  static constexpr bool fp4 = true, rac = true;
+  static constexpr int block_size = F::block_size;
+  using format = F;
+};
+
+//! Everything the mainloop reads (trivially copyable).
+struct decode_params {
+  int M, N, K;
+  int chunks, chunks_per_split;
+  const std::uint8_t* w_data;
+  const std::uint8_t* w_scales;
+  const void* a_data;
+  const std::uint8_t* a_scales;
+  int a_row_bytes;   //!< FP4 activations: bytes per row (K/2, or K'/2 with RAC)
+  int a_scale_cols;  //!< FP4 activations: scale bytes per row
+  const int* slot;
+  bool own;          //!< RAC: residual products to the second accumulator
+  bool w_vec16;      //!< K % 32 == 0: 16-byte weight loads
+  reduction mode;
+  float fold;        //!< 2^(c_w + c_a)
+  float* ws;
+  float* ws_r;
+};
+
+//! One `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}` with fp32 accumulation in place.
+template <mma_lane Lane>
+QUADS_DEVICE_API void mma_16816(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (std::is_same_v<Lane, bf16_lane>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+QUADS_DEVICE_API std::uint32_t word_of(const uint4& v, int w) {
+  return w == 0 ? v.x : (w == 1 ? v.y : (w == 2 ? v.z : v.w));
+}
+
+//! The 16-byte smem slot of one staged activation octet (token m, logical k .. k + 8).
+template <mma_lane Lane, class Act>
+QUADS_DEVICE_API uint4 stage_octet(const decode_params& p, int m, int k) {
+  using T = activation_traits<Act>;
+  std::uint32_t out[4];
+  if constexpr (!T::fp4) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(
+        static_cast<const std::uint16_t*>(p.a_data) + static_cast<std::size_t>(m) * p.K + k));
+    const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    pair_octet_words(w, out);
+  } else {
+    using L = fp4_loader<typename T::format, Lane>;
+    const std::uint8_t* row = static_cast<const std::uint8_t*>(p.a_data) +
+                              static_cast<std::size_t>(m) * p.a_row_bytes;
+    const std::uint32_t q = __ldg(reinterpret_cast<const std::uint32_t*>(row + k / 2));
+    const std::uint8_t s = __ldg(p.a_scales + static_cast<std::size_t>(m) * p.a_scale_cols +
+                                 k / T::block_size);
+    L::dequant_word(q, L::multiplier2(s), out);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+//! The residual octet for logical k of token m (zero when k's block is not selected).
+template <mma_lane Lane, class Act>
+QUADS_DEVICE_API uint4 stage_residual(const decode_params& p, int m, int k) {
+  using T = activation_traits<Act>;
+  constexpr int B = T::block_size;
+  const int j = __ldg(p.slot + k / B);
+  if (j < 0) return make_uint4(0u, 0u, 0u, 0u);
+  using L = fp4_loader<typename T::format, Lane>;
+  const std::uint8_t* row = static_cast<const std::uint8_t*>(p.a_data) +
+                            static_cast<std::size_t>(m) * p.a_row_bytes;
+  const int kr = p.K + j * B + k % B;
+  const std::uint32_t q = __ldg(reinterpret_cast<const std::uint32_t*>(row + kr / 2));
+  const std::uint8_t s =
+      __ldg(p.a_scales + static_cast<std::size_t>(m) * p.a_scale_cols + p.K / B + j);
+  std::uint32_t out[4];
+  L::dequant_word(q, L::multiplier2(s), out);
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+//! The mainloop: one CTA = 64 weight rows x 16 tokens x one split's chunks (decode_layout.hpp).
+template <mma_lane Lane, block_scaled_format WF, class Act>
+__global__ void __launch_bounds__(decode_layout::threads)
+    decode_mainloop(const __grid_constant__ decode_params p) {
+  using DL = decode_layout;
+  using T = activation_traits<Act>;
+  using WL = fp4_loader<WF, Lane>;
+  constexpr int WB = WF::block_size;
+  constexpr int blocks_per_lane = 32 / WB;  // weight blocks in one lane's 32 codes of a row
+  __shared__ uint4 act[DL::slab_slots];
+  __shared__ uint4 res[T::rac ? DL::slab_slots : 1];
+
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int n0 = static_cast<int>(blockIdx.x) * DL::rows_per_cta + warp * DL::rows_per_warp;
+  const int m0 = static_cast<int>(blockIdx.y) * DL::tokens_per_cta;
+  const int split = static_cast<int>(blockIdx.z);
+  const int chunk_begin = split * p.chunks_per_split;
+  const int chunk_end = min(chunk_begin + p.chunks_per_split, p.chunks);
+  const int tokens = min(DL::tokens_per_cta, p.M - m0);
+  const int ntiles = tokens > 8 ? 2 : 1;
+  const bool warp_active = n0 < p.N;
+  const std::size_t row_bytes = static_cast<std::size_t>(p.K / 2);
+  const int w_scale_cols = p.K / WB;
+
+  float acc[2][4] = {};
+  float acc_r[2][4] = {};
+
+  for (int slab = chunk_begin; slab < chunk_end; slab += DL::slab_chunks) {
+    const int nch = min(DL::slab_chunks, chunk_end - slab);
+
+    // Weights of the slab first (streamed, evict-first), so their latency overlaps the staging.
+    uint4 wq[DL::slab_chunks][2];
+    std::uint8_t sc[DL::slab_chunks][2][blocks_per_lane];
+#pragma unroll
+    for (int c = 0; c < DL::slab_chunks; ++c)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        wq[c][r] = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int b = 0; b < blocks_per_lane; ++b) sc[c][r][b] = 0;
+        const int n = n0 + g + 8 * r;
+        const int kseg = DL::word_k(slab + c, t, 0);
+        if (c < nch && n < p.N && kseg < p.K) {
+          const std::uint8_t* ptr = p.w_data + static_cast<std::size_t>(n) * row_bytes + kseg / 2;
+          if (p.w_vec16) {
+            wq[c][r] = __ldcs(reinterpret_cast<const uint4*>(ptr));
+          } else {
+            const uint2 lo = __ldcs(reinterpret_cast<const uint2*>(ptr));
+            const uint2 hi = kseg + 16 < p.K ? __ldcs(reinterpret_cast<const uint2*>(ptr + 8))
+                                             : make_uint2(0u, 0u);
+            wq[c][r] = make_uint4(lo.x, lo.y, hi.x, hi.y);
+          }
+          const std::uint8_t* srow = p.w_scales + static_cast<std::size_t>(n) * w_scale_cols;
+#pragma unroll
+          for (int b = 0; b < blocks_per_lane; ++b)
+            if (kseg + b * WB < p.K) sc[c][r][b] = __ldg(srow + (kseg + b * WB) / WB);
+        }
+      }
+
+    __syncthreads();  // the previous slab's shared memory is consumed
+    const int units = DL::tokens_per_cta * nch * 16;
+    for (int u = static_cast<int>(threadIdx.x); u < units; u += DL::threads) {
+      const int n = u / (nch * 16), oc = u % (nch * 16);
+      const int c = oc / 16, o = oc % 16;
+      const int m = m0 + n, k = (slab + c) * DL::chunk_k + 8 * o;
+      uint4 v = make_uint4(0u, 0u, 0u, 0u), rv = v;
+      if (m < p.M && k < p.K) {
+        v = stage_octet<Lane, Act>(p, m, k);
+        if constexpr (T::rac) rv = stage_residual<Lane, Act>(p, m, k);
+      }
+      act[DL::stage_slot(c, n, o)] = v;
+      if constexpr (T::rac) res[DL::stage_slot(c, n, o)] = rv;
+    }
+    __syncthreads();
+
+    if (!warp_active) continue;
+#pragma unroll
+    for (int c = 0; c < DL::slab_chunks; ++c) {
+      if (c >= nch) break;
+      bool any_residual = false;
+      if constexpr (T::rac) {
+        const int kb0 = (slab + c) * DL::chunk_k / T::block_size;
+        const int nkb = p.K / T::block_size;
+        for (int b = 0; b < DL::chunk_k / T::block_size; ++b)
+          if (kb0 + b < nkb && __ldg(p.slot + kb0 + b) >= 0) any_residual = true;
+      }
+#pragma unroll
+      for (int w = 0; w < DL::words_per_lane; ++w) {
+        const int b = (w * 8) / WB;  // weight block of word w inside the lane's 32 codes
+        std::uint32_t ag[4], ag8[4];
+        WL::dequant_word(word_of(wq[c][0], w), WL::multiplier2(sc[c][0][b]), ag);
+        WL::dequant_word(word_of(wq[c][1], w), WL::multiplier2(sc[c][1][b]), ag8);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          if (j >= ntiles) break;
+          const uint4 bv = act[DL::act_slot(c, j, w, lane)];
+          mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], bv.x, bv.y);
+          mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], bv.z, bv.w);
+          if constexpr (T::rac) {
+            if (any_residual) {
+              const uint4 br = res[DL::act_slot(c, j, w, lane)];
+              if (p.own) {  // uniform branch; keeps both accumulators in registers
+                mma_16816<Lane>(acc_r[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
+                mma_16816<Lane>(acc_r[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
+              } else {
+                mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
+                mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  if (!warp_active) return;
+  // C fragment: c0, c1 at (row g, cols 2t, 2t+1), c2, c3 at row g + 8: rows are weight rows n,
+  // cols are tokens m.
+  const std::size_t MN = static_cast<std::size_t>(p.M) * static_cast<std::size_t>(p.N);
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    if (j >= ntiles) break;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int n = n0 + g + (e >= 2 ? 8 : 0);
+      const int m = m0 + 8 * j + 2 * t + (e & 1);
+      if (n >= p.N || m >= p.M) continue;
+      const std::size_t o = static_cast<std::size_t>(m) * p.N + n;
+      const float v = acc[j][e] * p.fold;  // exact: a power of two
+      const float vr = acc_r[j][e] * p.fold;
+      if (p.mode == reduction::deterministic) {
+        p.ws[static_cast<std::size_t>(split) * MN + o] = v;
+        if (T::rac && p.own) p.ws_r[static_cast<std::size_t>(split) * MN + o] = vr;
+      } else {
+        atomicAdd(p.ws + o, v);
+        if (T::rac && p.own) atomicAdd(p.ws_r + o, vr);
+      }
+    }
+  }
+}
+
+//! The epilogue pass: sums the split partials in split order and runs the chain on fragments of
+//! `W` consecutive columns of one row (one thread per fragment).
+template <class Epi, int W>
+__global__ void __launch_bounds__(128)
+    decode_epilogue(const float* ws, const float* ws_r, int M, int N, int partials,
+                    const __grid_constant__ typename Epi::params ep) {
+  const int per_row = (N + W - 1) / W;
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<long long>(M) * per_row) return;
+  const int m = static_cast<int>(idx / per_row);
+  const int col = static_cast<int>(idx % per_row) * W;
+  const std::size_t MN = static_cast<std::size_t>(M) * static_cast<std::size_t>(N);
+  epilogue::fragment<W> f;
+  f.row = m;
+  f.col = col;
+  f.count = min(W, N - col);
+  const float* base = ws + static_cast<std::size_t>(m) * N + col;
+#pragma unroll
+  for (int i = 0; i < W; ++i) {
+    f.v[i] = 0.0f;
+    f.r[i] = 0.0f;
+    if (i < f.count) {
+      float s = base[i];
+      for (int q = 1; q < partials; ++q) s = __fadd_rn(s, base[static_cast<std::size_t>(q) * MN + i]);
+      f.v[i] = s;
+      if constexpr (Epi::reads_residual) {
+        const float* rb = ws_r + static_cast<std::size_t>(m) * N + col;
+        float r = rb[i];
+        for (int q = 1; q < partials; ++q) r = __fadd_rn(r, rb[static_cast<std::size_t>(q) * MN + i]);
+        f.r[i] = r;
+      }
+    }
+  }
+  (void)epilogue::apply_node<Epi>(f, ep);
+}
+
+//! The power of two the activation lanes are scaled down by (0 for dense activations).
+template <class Act, mma_lane Lane>
+consteval int activation_fold() {
+  if constexpr (activation_traits<Act>::fp4)
+    return fp4_loader<typename activation_traits<Act>::format, Lane>::fold_log2;
+  else
+    return 0;
+}
+
+template <class E>
+struct reads_residual_of : std::bool_constant<epilogue::detail::reads_residual_of<E>()> {};
+
+} // namespace detail
+
+//! Width (columns) of one epilogue fragment for chain `Epi`: its input width, at least 16.
+template <class Epi>
+inline constexpr int epilogue_fragment_width =
+    epilogue::detail::lcm(epilogue::detail::node_input_width<Epi>, 16);
+
+//! Runs `y = Epi(A W^T)` as planned by `plan_decode(M, N, K, residual)` (see the file comment).
+//! Requirements / checks (each refusal returns cudaErrorInvalidValue with a message):
+//! M, N, K > 0 and equal to the plan's; K a multiple of both operands' block sizes; non-null,
+//! aligned pointers; `workspace` at least `plan.workspace_bytes`; `plan.residual` exactly when
+//! the activations are RAC with `residual_scale::own`; the epilogue reads the residual exactly
+//! then; the epilogue's own argument checks; a device of compute capability 9.0 or newer.
+template <mma_lane Lane, class Epi, block_scaled_format WF, class Act>
+cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const Act& a,
+                        const typename Epi::arguments& epi, void* workspace, cudaStream_t stream) {
+  static_assert(epilogue::check_epilogue_node<Epi>());
+  using AT = detail::activation_traits<Act>;
+  using ::quads::kernels::detail::aligned;
+  using ::quads::kernels::detail::fail;
+  static_assert(!std::is_same_v<Act, dense_activations<fp16_lane>> || std::is_same_v<Lane, fp16_lane>,
+                "quads: fp16 activations need fp16 lanes (decode_gemm<fp16_lane, ...>)");
+  static_assert(!std::is_same_v<Act, dense_activations<bf16_lane>> || std::is_same_v<Lane, bf16_lane>,
+                "quads: bf16 activations need bf16 lanes (decode_gemm<bf16_lane, ...>)");
+  if constexpr (AT::rac)
+    static_assert(std::is_same_v<typename AT::format, WF>,
+                  "quads: RAC composition (b) needs the same format (block size) for the "
+                  "activation's residual blocks and the weight blocks they reuse");
+  const int M = plan.M, N = plan.N, K = plan.K;
+  if (M <= 0 || N <= 0 || K <= 0 || plan.chunks <= 0)
+    return fail("quads: decode_gemm: M, N and K must be positive (plan_decode of the shape)");
+  if (K % WF::block_size != 0 || K % AT::block_size != 0)
+    return fail("quads: decode_gemm: K must be a multiple of both operands' block sizes");
+  const decode_plan expect = plan_decode(M, N, K, plan.residual, {plan.splits, plan.mode});
+  if (expect.chunks_per_split != plan.chunks_per_split || expect.splits != plan.splits ||
+      expect.workspace_bytes != plan.workspace_bytes)
+    return fail("quads: decode_gemm: the plan is inconsistent; make it with plan_decode");
+  if (w.data == nullptr || w.scales == nullptr)
+    return fail("quads: decode_gemm: weight data / scales are null");
+  if (!aligned(w.data, K % 32 == 0 ? 16 : 8))
+    return fail("quads: decode_gemm: weight data must be 16-byte aligned (8 when K % 32 != 0)");
+  bool own = false;
+  int a_row_bytes = 0, a_scale_cols = 0;
+  const int* slot = nullptr;
+  if constexpr (!AT::fp4) {
+    if (a.data == nullptr || !aligned(a.data, 16))
+      return fail("quads: decode_gemm: dense activations must be non-null and 16-byte aligned");
+  } else {
+    if (a.data == nullptr || a.scales == nullptr || !aligned(a.data, 4))
+      return fail("quads: decode_gemm: FP4 activations: data (4-byte aligned) and scales needed");
+    int Kp = K;
+    if constexpr (AT::rac) {
+      if (a.slot == nullptr || a.selected < 0 || a.selected % AT::block_size != 0 ||
+          a.selected > K)
+        return fail("quads: decode_gemm: RAC activations need the slot table and a selected "
+                    "count that is a multiple of the block size, at most K");
+      Kp = K + a.selected;
+      own = a.residual == compensation::residual_scale::own;
+      slot = a.slot;
+    }
+    a_row_bytes = Kp / 2;
+    a_scale_cols = Kp / AT::block_size;
+  }
+  if (plan.residual != own)
+    return fail("quads: decode_gemm: plan_decode(..., residual) must be true exactly for RAC "
+                "activations with residual_scale::own");
+  if (detail::reads_residual_of<Epi>::value != own)
+    return fail(own ? "quads: decode_gemm: RAC with residual_scale::own needs an epilogue with "
+                      "rac_residual, or the residual term would be dropped"
+                    : "quads: decode_gemm: the epilogue reads a residual accumulator, which only "
+                      "RAC activations with residual_scale::own produce");
+  if (workspace == nullptr || !aligned(workspace, 16))
+    return fail("quads: decode_gemm: workspace must be non-null, 16-byte aligned, "
+                "plan.workspace_bytes long");
+  if (const char* why = epilogue::check_arguments<Epi>(epi, M, N)) return fail(why);
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+    return ::quads::kernels::detail::after_launch();
+  if (major < 9)
+    return fail("quads: decode_gemm: needs compute capability 9.0 or newer (mul.bf16x2, built "
+                "for sm_90a)");
+
+  constexpr int fold_a = detail::activation_fold<Act, Lane>();
+  detail::decode_params p{};
+  p.M = M;
+  p.N = N;
+  p.K = K;
+  p.chunks = plan.chunks;
+  p.chunks_per_split = plan.chunks_per_split;
+  p.w_data = w.data;
+  p.w_scales = w.scales;
+  p.a_data = a.data;
+  if constexpr (AT::fp4) p.a_scales = a.scales;
+  p.a_row_bytes = a_row_bytes;
+  p.a_scale_cols = a_scale_cols;
+  p.slot = slot;
+  p.own = own;
+  p.w_vec16 = K % 32 == 0;
+  p.mode = plan.mode;
+  p.fold = ::quads::detail::from_bits(
+      static_cast<std::uint32_t>(127 + fp4_loader<WF, Lane>::fold_log2 + fold_a) << 23);
+  p.ws = static_cast<float*>(workspace);
+  p.ws_r = own ? p.ws + plan.residual_offset() : nullptr;
+
+  if (plan.mode == reduction::atomic)
+    if (const cudaError_t e = cudaMemsetAsync(workspace, 0, plan.workspace_bytes, stream);
+        e != cudaSuccess)
+      return fail(cudaGetErrorString(e), e);
+  using DL = decode_layout;
+  const dim3 grid(static_cast<unsigned>((N + DL::rows_per_cta - 1) / DL::rows_per_cta),
+                  static_cast<unsigned>((M + DL::tokens_per_cta - 1) / DL::tokens_per_cta),
+                  static_cast<unsigned>(plan.splits));
+  detail::decode_mainloop<Lane, WF, Act><<<grid, DL::threads, 0, stream>>>(p);
+
+  constexpr int W = epilogue_fragment_width<Epi>;
+  const long long frags = static_cast<long long>(M) * ((N + W - 1) / W);
+  const unsigned blocks = static_cast<unsigned>((frags + 127) / 128);
+  detail::decode_epilogue<Epi, W><<<blocks, 128, 0, stream>>>(
+      p.ws, p.ws_r, M, N, plan.stored_partials(), Epi::to_params(epi));
+  return ::quads::kernels::detail::after_launch();
+}
+
+} // namespace gemm
+} // namespace quads
