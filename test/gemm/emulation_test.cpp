@@ -1,0 +1,214 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Host tests of the decode kernel's algorithm (tiling, k permutation, staging slots,
+//!        fragments, split-K, tails) through a lane-by-lane emulation against the float64
+//!        reference, and of the split-K plan.
+#include <doctest/doctest.h>
+
+#include "decode_emulation.hpp"
+#include "gemm_fixtures.hpp"
+
+#include <quads/gemm/decode_layout.hpp>
+#include <quads/gemm/reference.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace qg = quads::gemm;
+namespace qgr = quads::gemm::reference;
+namespace qt = quads_gemm_test;
+
+namespace {
+
+//! |emulated - reference| within float rounding of the per-split conversions (the emulated MMA
+//! sums in float64, so this is far tighter than the GPU tolerance).
+void check_close(const std::vector<float>& got, const std::vector<double>& want,
+                 const std::vector<double>& abs_sum, int splits, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double tol = (splits + 1) * std::ldexp(1.0, -23) * abs_sum[i] + 1e-300;
+    if (std::fabs(got[i] - want[i]) > tol) {
+      FAIL_CHECK(what << ": element " << i << " got " << got[i] << " want " << want[i]
+                      << " (tolerance " << tol << ")");
+      return;
+    }
+  }
+}
+
+struct shape {
+  int M, N, K, splits;
+};
+
+// M covers one partial n8 tile, a full 16-token tile and two token tiles; N covers a partial
+// warp, a partial CTA and two CTAs; K covers a single block, odd multiples of 16 (8-byte rows),
+// multiples of 32 with a partial last chunk, and several slabs; splits 1..3.
+const shape shapes[] = {
+    {1, 16, 16, 1},  {3, 48, 48, 1},   {16, 80, 144, 2},  {17, 48, 528, 3},
+    {5, 130, 160, 2}, {40, 16, 1024, 3}, {8, 64, 2080, 4}, {2, 16, 16 * 33, 1},
+};
+
+template <class Lane>
+void run_fp4_fp4() {
+  auto g = quads_test::rng(std::string("gemm.emulation.w4a4.") + Lane::name);
+  for (const shape s : shapes) {
+    CAPTURE(s.M);
+    CAPTURE(s.N);
+    CAPTURE(s.K);
+    const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
+    const auto a = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
+    const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
+    qt::emu_problem p;
+    p.M = s.M;
+    p.N = s.N;
+    p.K = s.K;
+    p.w_data = w.data.data();
+    p.w_scales = w.scales.data();
+    p.kind = qt::act_kind::fp4;
+    p.a_data = a.data.data();
+    p.a_scales = a.scales.data();
+    p.a_row_bytes = s.K / 2;
+    p.a_scale_cols = s.K / 16;
+    const auto got = qt::emulate_decode<Lane, quads::nvfp4>(p, plan);
+    const auto ref = qgr::w4a4(a, w);
+    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "w4a4");
+  }
+}
+
+} // namespace
+
+TEST_SUITE("gemm.emulation") {
+
+TEST_CASE("emulated W4A4 NVFP4 with bf16 lanes matches the float64 reference") {
+  run_fp4_fp4<qg::bf16_lane>();
+}
+
+TEST_CASE("emulated W4A4 NVFP4 with fp16 lanes matches the float64 reference") {
+  run_fp4_fp4<qg::fp16_lane>();
+}
+
+TEST_CASE("emulated W4A16 (dense bf16 activations) matches the float64 reference") {
+  auto g = quads_test::rng("gemm.emulation.w4a16");
+  for (const shape s : shapes) {
+    CAPTURE(s.K);
+    const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
+    const auto a = qt::to_dense16<qg::bf16_lane>(qt::random_matrix(g, s.M, s.K));
+    const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
+    qt::emu_problem p;
+    p.M = s.M;
+    p.N = s.N;
+    p.K = s.K;
+    p.w_data = w.data.data();
+    p.w_scales = w.scales.data();
+    p.kind = qt::act_kind::dense;
+    p.a_dense = a.bits.data();
+    const auto got = qt::emulate_decode<qg::bf16_lane, quads::nvfp4>(p, plan);
+    const auto ref = qgr::w4a16(a.values, s.M, w);
+    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "w4a16");
+  }
+}
+
+TEST_CASE("emulated MXFP4 W4A4 (bf16 lanes, 32-blocks) matches the float64 reference") {
+  auto g = quads_test::rng("gemm.emulation.mxfp4");
+  const shape mx[] = {{1, 16, 32, 1}, {3, 48, 96, 1}, {16, 80, 160, 2}, {19, 48, 1056, 3}};
+  for (const shape s : mx) {
+    CAPTURE(s.K);
+    const auto w = qt::quantize<quads::mxfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
+    const auto a = qt::quantize<quads::mxfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
+    const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
+    qt::emu_problem p;
+    p.M = s.M;
+    p.N = s.N;
+    p.K = s.K;
+    p.w_data = w.data.data();
+    p.w_scales = w.scales.data();
+    p.kind = qt::act_kind::fp4;
+    p.a_data = a.data.data();
+    p.a_scales = a.scales.data();
+    p.a_row_bytes = s.K / 2;
+    p.a_scale_cols = s.K / 32;
+    const auto got = qt::emulate_decode<qg::bf16_lane, quads::mxfp4>(p, plan);
+    const auto ref = qgr::w4a4(a, w);
+    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "mxfp4");
+  }
+}
+
+TEST_CASE("emulated W4A4 + RAC composition (b) matches the float64 reference, shared and own") {
+  auto g = quads_test::rng("gemm.emulation.rac");
+  for (const auto mode : {quads::compensation::residual_scale::shared,
+                          quads::compensation::residual_scale::own}) {
+    for (const shape s : shapes) {
+      if (s.K < 48) continue;
+      CAPTURE(s.K);
+      CAPTURE(quads::compensation::to_string(mode));
+      const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
+      const auto x = qt::random_matrix(g, s.M, s.K);
+      const auto rac = qt::make_rac(x, s.M, s.K, 2, 1, mode);  // every other block: ~50 %
+      const auto slot = rac.sel.slot_table();
+      const bool own = mode == quads::compensation::residual_scale::own;
+      const auto plan = qg::plan_decode(s.M, s.N, s.K, own, {s.splits});
+      qt::emu_problem p;
+      p.M = s.M;
+      p.N = s.N;
+      p.K = s.K;
+      p.w_data = w.data.data();
+      p.w_scales = w.scales.data();
+      p.kind = qt::act_kind::rac;
+      p.a_data = rac.act.data.data();
+      p.a_scales = rac.act.scales.data();
+      p.a_row_bytes = rac.act.augmented_channels() / 2;
+      p.a_scale_cols = rac.act.augmented_channels() / 16;
+      p.slot = slot.data();
+      p.own = own;
+      const auto got = qt::emulate_decode<qg::bf16_lane, quads::nvfp4>(p, plan);
+      const auto ref = qgr::w4a4_rac(rac.act, w, rac.sel);
+      check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "rac main");
+      if (own) check_close(got.acc_r, ref.acc_r, ref.abs_sum, plan.splits, "rac residual");
+    }
+  }
+}
+
+TEST_CASE("the k permutation inside a chunk is a bijection shared by both operands") {
+  using DL = qg::decode_layout;
+  // every logical k of a chunk is reached exactly once by (t, w, h, kk)
+  int seen[DL::chunk_k] = {};
+  for (int t = 0; t < 4; ++t)
+    for (int w = 0; w < DL::words_per_lane; ++w)
+      for (int h = 0; h < 2; ++h)
+        for (int kk : {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9})
+          ++seen[DL::word_k(0, t, w) + DL::pair_k(h, kk)];
+  for (int k = 0; k < DL::chunk_k; ++k) CHECK(seen[k] == 1);
+  // every shared-memory slot of a slab is filled by exactly one staging unit
+  std::vector<int> filled(DL::slab_slots, 0);
+  for (int c = 0; c < DL::slab_chunks; ++c)
+    for (int n = 0; n < DL::tokens_per_cta; ++n)
+      for (int o = 0; o < 16; ++o) ++filled[static_cast<std::size_t>(DL::stage_slot(c, n, o))];
+  for (int f : filled) CHECK(f == 1);
+}
+
+TEST_CASE("plan_decode splits K without empty splits and sizes the workspace") {
+  for (int K : {16, 48, 128, 144, 1024, 4096, 14336})
+    for (int splits : {0, 1, 2, 3, 5, 8, 64})
+      for (const auto mode : {qg::reduction::deterministic, qg::reduction::atomic}) {
+        const auto p = qg::plan_decode(16, 4096, K, true, {splits, mode});
+        CAPTURE(K);
+        CAPTURE(splits);
+        CHECK(p.chunks == (K + 127) / 128);
+        CHECK(p.splits >= 1);
+        CHECK(p.splits <= p.chunks);
+        CHECK((p.splits - 1) * p.chunks_per_split < p.chunks);  // the last split is not empty
+        CHECK(p.splits * p.chunks_per_split >= p.chunks);
+        const std::size_t parts = mode == qg::reduction::deterministic ? p.splits : 1;
+        CHECK(p.workspace_bytes == 2 * parts * 16 * 4096 * sizeof(float));
+        // the launcher re-plans with the plan's own split count: it must be a fixed point
+        const auto again = qg::plan_decode(16, 4096, K, true, {p.splits, mode});
+        CHECK(again.splits == p.splits);
+        CHECK(again.chunks_per_split == p.chunks_per_split);
+      }
+  // automatic: small layers get split, big ones do not need to
+  CHECK(qg::plan_decode(1, 4096, 4096, false).splits > 1);
+  CHECK(qg::plan_decode(16, 28672, 4096, false).splits <= 2);
+}
+
+} // TEST_SUITE
