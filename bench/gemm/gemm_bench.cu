@@ -1,0 +1,164 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Decode GEMM benchmarks (quads/gemm/decode.cuh): emulated W4A4 NVFP4, W4A16 and
+//!        W4A4 + RAC (b) at 50 % of channels, for the decode shapes of issue 6, with the cuBLAS
+//!        bf16 / cuBLASLt FP8 baselines and the copy bandwidth of bench/gpu in the same binary and
+//!        run, cold L2 (bench/gpu harness). Exits 77 (Meson SKIP) without a usable GPU.
+//!
+//! Bytes per call (the `GBps` / `frac_copy` counters): the weight codes and scales, the
+//! activation operand, the bf16 output, once each: the bytes a decode GEMM cannot avoid. The
+//! split-K workspace traffic (partials written and read back) is *not* counted, so it shows up as
+//! a lower fraction. NOT RUN in the session that wrote it (no device time): numbers come later.
+
+#include "../gpu/suites.hpp"
+#include "../gpu/timing.cuh"
+
+#include <quads/gemm/decode.cuh>
+
+#include <quads/compensation/residual.hpp>
+#include <quads/epilogue/epilogue.hpp>
+
+#include <benchmark/benchmark.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace qb = quads::bench;
+namespace qe = quads::epilogue;
+namespace qg = quads::gemm;
+
+namespace {
+
+using epi = qe::chain<qe::scale_alpha, qe::store<__nv_bfloat16>>;
+using epi_own = qe::chain<qe::scale_alpha, qe::rac_residual, qe::store<__nv_bfloat16>>;
+
+enum class operand { w4a4, w4a16, rac_shared, rac_own };
+
+const char* name_of(operand o) {
+  switch (o) {
+  case operand::w4a4: return "w4a4_nvfp4";
+  case operand::w4a16: return "w4a16_bf16";
+  case operand::rac_shared: return "w4a4_rac50_shared";
+  case operand::rac_own: return "w4a4_rac50_own";
+  }
+  return "?";
+}
+
+void register_decode(operand op, int M, int N, int K, qg::reduction mode) {
+  const int selected = (op == operand::rac_shared || op == operand::rac_own) ? K / 2 : 0;
+  const int Kp = K + selected;
+  const std::size_t w_bytes = static_cast<std::size_t>(N) * K / 2 + static_cast<std::size_t>(N) * K / 16;
+  const std::size_t a_bytes = op == operand::w4a16 ? static_cast<std::size_t>(M) * K * 2
+                                                   : static_cast<std::size_t>(M) * Kp / 2 +
+                                                         static_cast<std::size_t>(M) * Kp / 16;
+  const std::size_t y_bytes = static_cast<std::size_t>(M) * N * 2;
+  const double bytes = static_cast<double>(w_bytes + a_bytes + y_bytes);
+  const auto [policy, slots] = qb::policy_for(w_bytes);
+  const std::string name = std::string("gemm/decode/") + name_of(op) + "/M" + std::to_string(M) +
+                           "_W" + std::to_string(N) + "x" + std::to_string(K) +
+                           (mode == qg::reduction::atomic ? "/atomic" : "/deterministic");
+  auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+    const bool own = op == operand::rac_own;
+    const auto plan = qg::plan_decode(M, N, K, own, {0, mode}, qb::limits().sms);
+    std::vector<qb::device_buffer> wd, wsc;
+    for (int i = 0; i < slots; ++i) {
+      wd.emplace_back(static_cast<std::size_t>(N) * K / 2);
+      wsc.emplace_back(static_cast<std::size_t>(N) * K / 16);
+      QUADS_BENCH_TRY(state, wd.back().error());
+      QUADS_BENCH_TRY(state, wsc.back().error());
+      QUADS_BENCH_TRY(state, cudaMemset(wd.back().get(), 0x5a + i, wd.back().size()));
+      QUADS_BENCH_TRY(state, cudaMemset(wsc.back().get(), 0x38, wsc.back().size()));  // UE4M3 1.0
+    }
+    qb::device_buffer ad(static_cast<std::size_t>(M) * Kp * 2), asc(static_cast<std::size_t>(M) * Kp / 16 + 16),
+        slot(sizeof(int) * static_cast<std::size_t>(K / 16)), ts(2 * sizeof(quads::tensor_scale)),
+        y(y_bytes), ws(plan.workspace_bytes);
+    QUADS_BENCH_TRY(state, cudaMemset(ad.get(), 0x21, ad.size()));
+    QUADS_BENCH_TRY(state, cudaMemset(asc.get(), 0x38, asc.size()));
+    std::vector<int> slots_h(static_cast<std::size_t>(K / 16), -1);
+    for (int kb = 0, j = 0; kb < K / 16; kb += 2) slots_h[static_cast<std::size_t>(kb)] = j++;
+    QUADS_BENCH_TRY(state, cudaMemcpy(slot.get(), slots_h.data(), slot.size(), cudaMemcpyHostToDevice));
+    const quads::tensor_scale one[2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
+    QUADS_BENCH_TRY(state, cudaMemcpy(ts.get(), one, sizeof one, cudaMemcpyHostToDevice));
+    const auto* tsp = ts.get<const quads::tensor_scale>();
+    const qe::alpha_source alpha{.a = tsp, .a_mode = qe::scale_source::tensor, .w = tsp + 1,
+                                 .w_mode = qe::scale_source::tensor};
+    const bool ok = qb::measure(state, policy, slots, bytes, [&](int s, cudaStream_t st) {
+      const qg::fp4_weights<quads::nvfp4> w{wd[s].get<const std::uint8_t>(), wsc[s].get<const std::uint8_t>()};
+      switch (op) {
+      case operand::w4a4:
+        return qg::decode_gemm<qg::bf16_lane, epi>(
+            plan, w, qg::fp4_activations<quads::nvfp4>{ad.get<const std::uint8_t>(), asc.get<const std::uint8_t>()},
+            epi::arguments{alpha, {y.get<__nv_bfloat16>(), N}}, ws.get(), st);
+      case operand::w4a16:
+        return qg::decode_gemm<qg::bf16_lane, epi>(
+            plan, w, qg::dense_activations<qg::bf16_lane>{ad.get<const __nv_bfloat16>()},
+            epi::arguments{alpha, {y.get<__nv_bfloat16>(), N}}, ws.get(), st);
+      case operand::rac_shared:
+        return qg::decode_gemm<qg::bf16_lane, epi>(
+            plan, w,
+            qg::rac_activations<quads::nvfp4>{ad.get<const std::uint8_t>(), asc.get<const std::uint8_t>(),
+                                              slot.get<const int>(), selected,
+                                              quads::compensation::residual_scale::shared},
+            epi::arguments{alpha, {y.get<__nv_bfloat16>(), N}}, ws.get(), st);
+      default:
+        return qg::decode_gemm<qg::bf16_lane, epi_own>(
+            plan, w,
+            qg::rac_activations<quads::nvfp4>{ad.get<const std::uint8_t>(), asc.get<const std::uint8_t>(),
+                                              slot.get<const int>(), selected,
+                                              quads::compensation::residual_scale::own},
+            epi_own::arguments{alpha, alpha, {y.get<__nv_bfloat16>(), N}}, ws.get(), st);
+      }
+    });
+    if (!ok) return;
+    state.counters["splits"] = plan.splits;
+    state.counters["TFLOPs"] = state.counters["us"] > 0
+                                   ? 2.0 * M * N * static_cast<double>(K) / (state.counters["us"] * 1e6)
+                                   : 0.0;
+  });
+  qb::configure(b, policy);
+}
+
+void register_gemm_suite() {
+  const int shapes[][2] = {{14336, 4096}, {4096, 14336}, {8192, 8192}};
+  for (const auto& s : shapes)
+    for (int M : {1, 8, 16}) {
+      for (operand op : {operand::w4a4, operand::w4a16, operand::rac_shared, operand::rac_own})
+        register_decode(op, M, s[0], s[1], qg::reduction::deterministic);
+      register_decode(operand::w4a4, M, s[0], s[1], qg::reduction::atomic);
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("quads GEMM bench: no CUDA device, skipping\n");
+    return 77;
+  }
+  if (const cudaError_t e = qb::probe_kernel_image(); e != cudaSuccess) {
+    std::printf("quads GEMM bench: this build cannot run on the device (%s), skipping\n",
+                cudaGetErrorString(e));
+    return 77;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (!qb::measure_device_limits()) {
+    std::fprintf(stderr, "quads GEMM bench: measuring copy bandwidth failed\n");
+    return 1;
+  }
+  const auto& l = qb::limits();
+  std::printf("quads GEMM bench: %s, %d SMs, L2 %zu MiB; copy %.1f GB/s, read %.1f GB/s\n",
+              l.name.c_str(), l.sms, l.l2_bytes >> 20, l.copy_gbps, l.read_gbps);
+  benchmark::AddCustomContext("quads_device", l.name);
+  benchmark::AddCustomContext("quads_copy_GBps", std::to_string(l.copy_gbps));
+  qb::register_baselines();
+  register_gemm_suite();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
