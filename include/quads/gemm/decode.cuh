@@ -459,6 +459,8 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
   const int M = plan.M, N = plan.N, K = plan.K;
   if (M <= 0 || N <= 0 || K <= 0 || plan.chunks <= 0)
     return fail("quads: decode_gemm: M, N and K must be positive (plan_decode of the shape)");
+  if ((M + decode_layout::tokens_per_cta - 1) / decode_layout::tokens_per_cta > 65535)
+    return fail("quads: decode_gemm: M above 1048560 tokens (grid y limit); split the batch");
   if (K % WF::block_size != 0 || K % AT::block_size != 0)
     return fail("quads: decode_gemm: K must be a multiple of both operands' block sizes");
   const decode_plan expect = plan_decode(M, N, K, plan.residual, {plan.splits, plan.mode});
