@@ -34,21 +34,27 @@ QUADS_API constexpr float decode_e2m1(::cuda::std::uint8_t code) noexcept {
   return detail::from_bits(mag | (static_cast<::cuda::std::uint32_t>(code & 8u) << 28));
 }
 
-//! float -> E2M1 code, round to nearest even, saturating; NaN -> +6 (0x7); sign kept on zero.
+//! float -> E2M1 code for any input that is not NaN (±Inf saturates): round to nearest even,
+//! saturate to ±6, sign kept on zero. Vectorized callers test for NaN once per block and call
+//! this; everyone else calls `encode_e2m1`.
 //! Method: clamp |x| to 6, then add 2^(E + 22) where 2^E is the binade of max(|x|, 1): the fp32
 //! addition rounds |x| to the E2M1 grid spacing of that binade (0.5, 1 or 2) with ties to even,
 //! and the integer difference of the bit patterns counts grid steps. One add does the rounding,
 //! so the encoder is cheap on the GPU; it is tested against CUDA's converter for all 2^32 inputs.
-QUADS_API constexpr ::cuda::std::uint8_t encode_e2m1(float x) noexcept {
+QUADS_API constexpr ::cuda::std::uint8_t encode_e2m1_not_nan(float x) noexcept {
   const ::cuda::std::uint32_t u = detail::to_bits(x);
-  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-  const float a = detail::min_num(detail::from_bits(u & 0x7fffffffu), e2m1_max);  // NaN -> 6
+  const float a = detail::min_num(detail::from_bits(u & 0x7fffffffu), e2m1_max);
   const ::cuda::std::uint32_t binade = detail::to_bits(detail::max_num(a, 1.0f)) & 0x7f800000u;
   const float magic = detail::from_bits(binade + (22u << 23));  // 2^(E + 22): ulp = 2^(E - 1)
   const ::cuda::std::uint32_t steps = detail::to_bits(detail::add_rn(a, magic)) - detail::to_bits(magic);
   // steps counts grid units of the binade; binade E starts at code 2E (E = 0 -> code 0)
   const ::cuda::std::uint32_t code = steps + (binade >> 22) - 254u;
-  return static_cast<::cuda::std::uint8_t>(code | (nan ? 0u : (u >> 28) & 8u));
+  return static_cast<::cuda::std::uint8_t>(code | ((u >> 28) & 8u));
+}
+
+//! float -> E2M1 code, round to nearest even, saturating; NaN -> +6 (0x7); sign kept on zero.
+QUADS_API constexpr ::cuda::std::uint8_t encode_e2m1(float x) noexcept {
+  return detail::is_nan(x) ? ::cuda::std::uint8_t{0x7} : encode_e2m1_not_nan(x);
 }
 
 //! float -> E2M1 code with stochastic rounding: |x| between grid points lo < |x| < hi goes to hi

@@ -328,43 +328,23 @@ QUADS_DEVICE_API float tree_sum(const float (&v)[N]) {
   return t[0];
 }
 
-//! E2M1 codes of 8 scaled values, element i in nibble i, equal to `encode_e2m1` (RNE, saturate
-//! to 6, sign kept on zero) for every non-NaN input (exhaustive GPU test over all 2^32 bit
-//! patterns); callers route blocks holding a NaN to `encode_e2m1` itself.
-//! How: a = min(|s|, 6) has exponent E = max(floor(log2 a), 0) in {0, 1, 2}; adding 2^(E+22),
-//! whose ulp 2^(E-1) is the E2M1 step of that binade, rounds a onto the grid with the FPU's own
-//! ties-to-even (the code's parity is the sum's significand parity); the code is then k + 2E,
-//! with k the sum's distance from 2^(E+22) in ulps. About 5 ALU + 5 FMA-pipe operations per
-//! value, against ~25 mostly-ALU operations for the comparison chain.
-QUADS_DEVICE_API std::uint32_t encode_e2m1x8_rne_nonan(const float (&s)[8]) {
-  std::uint32_t acc = 0, sign = 0;
+//! E2M1 codes of 8 scaled values, element i in nibble i: the core's `encode_e2m1_not_nan`, so
+//! callers test a whole block set for NaN once and route NaN blocks to `encode_e2m1x8`.
+QUADS_DEVICE_API std::uint32_t encode_e2m1x8_not_nan(const float (&s)[8]) {
+  std::uint32_t w = 0;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float a = fminf(fabsf(s[i]), 6.0f);
-    const std::uint32_t mb = __float_as_uint(fmaxf(a, 1.0f)) & 0x7f800000u; // 2^E
-    const float magic = __fmul_rn(__uint_as_float(mb), 4194304.0f);         // 2^(E + 22)
-    const float y = __fadd_rn(a, magic);
-    acc += (__float_as_uint(y) - __float_as_uint(magic) + (mb >> 22)) << (4 * i); // code + 254
-    const std::uint32_t u = __float_as_uint(s[i]);
-    sign |= (i < 7 ? __umulhi(u, 16u << (4 * i)) : u) & (8u << (4 * i)); // bit 31 -> 4i + 3
-  }
-  return (acc - 254u * 0x11111111u) | sign;
+  for (int i = 0; i < 8; ++i)
+    w |= static_cast<std::uint32_t>(encode_e2m1_not_nan(s[i])) << (4 * i);
+  return w;
 }
 
 //! 8 codes with the core encoder (any input, NaN included).
-QUADS_DEVICE_API std::uint32_t encode_e2m1x8_core(const float (&s)[8]) {
+QUADS_DEVICE_API std::uint32_t encode_e2m1x8(const float (&s)[8]) {
   std::uint32_t w = 0;
 #pragma unroll
   for (int i = 0; i < 8; ++i)
     w |= static_cast<std::uint32_t>(encode_e2m1(s[i])) << (4 * i);
   return w;
-}
-
-//! `decode_e2m1` of the low nibble of `code`, by bit assembly (equal for all 16 codes).
-QUADS_DEVICE_API float decode_e2m1_fast(std::uint32_t code) {
-  const std::uint32_t m = code & 7u;
-  const std::uint32_t mag = m >= 2u ? (m + 252u) << 22 : m * 0x3f000000u; // 0, 0.5 | 2^e(1+m/2)
-  return __uint_as_float(mag | ((code & 8u) << 28));
 }
 
 //! Shape checks shared by the launchers; returns nullptr when fine, else the reason.

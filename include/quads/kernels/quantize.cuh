@@ -79,8 +79,8 @@ struct block_words {
 
 //! The fast path applies to nearest-even rounding with the amax -> 6 rule (any format, any
 //! scale math): block amax, then `Quantizer::scale_for` (the core's scale rule), then
-//! `encode_e2m1x8_rne_nonan` on `mul_rn(x, multiplier)`, which is `Quantizer::encode` bit for
-//! bit (when a scaled value is NaN, the core's `encode_e2m1` is used instead).
+//! the core's `encode_e2m1_not_nan` on `mul_rn(x, multiplier)`, which is `Quantizer::encode`
+//! for every non-NaN value (when a scaled value is NaN, the core's `encode_e2m1` is used).
 //! Stochastic rounding and four-over-six go through `Quantizer::quantize` itself.
 template <class Quantizer>
 inline constexpr bool fast_path_applies =
@@ -119,13 +119,13 @@ QUADS_DEVICE_API void quantize_blocks(float (&v)[U][Quantizer::block_size], tens
       for (int j = 0; j < U; ++j)
 #pragma unroll
         for (int w = 0; w < B / 8; ++w)
-          out[j].w[w] = encode_e2m1x8_rne_nonan(reinterpret_cast<const float(&)[8]>(v[j][8 * w]));
+          out[j].w[w] = encode_e2m1x8_not_nan(reinterpret_cast<const float(&)[8]>(v[j][8 * w]));
     } else { // a NaN somewhere: the core encoder, which maps NaN to +6
 #pragma unroll
       for (int j = 0; j < U; ++j)
 #pragma unroll
         for (int w = 0; w < B / 8; ++w)
-          out[j].w[w] = encode_e2m1x8_core(reinterpret_cast<const float(&)[8]>(v[j][8 * w]));
+          out[j].w[w] = encode_e2m1x8(reinterpret_cast<const float(&)[8]>(v[j][8 * w]));
     }
   } else {
 #pragma unroll
@@ -143,8 +143,8 @@ QUADS_DEVICE_API void quantize_blocks(float (&v)[U][Quantizer::block_size], tens
   }
 }
 
-//! Dequantizes a block: `Quantizer::decode` with the e2m1 decode done by bit assembly (equal
-//! for all 16 codes): `mul_rn(mul_rn(e2m1(code), decode_scale(byte)), ts.decode)`.
+//! Dequantizes a block: `Quantizer::decode` with the scale decoded once per block:
+//! `mul_rn(mul_rn(e2m1(code), decode_scale(byte)), ts.decode)`.
 template <class Quantizer>
 QUADS_DEVICE_API void dequantize_block(const block_words<Quantizer::block_size>& q, tensor_scale ts,
                                        float (&v)[Quantizer::block_size]) {
@@ -153,7 +153,7 @@ QUADS_DEVICE_API void dequantize_block(const block_words<Quantizer::block_size>&
   const float sf = F::decode_scale(q.scale);
 #pragma unroll
   for (int i = 0; i < B; ++i) {
-    const float d = quads::detail::mul_rn(decode_e2m1_fast(q.w[i / 8] >> (4 * (i % 8))), sf);
+    const float d = quads::detail::mul_rn(decode_e2m1(static_cast<std::uint8_t>(q.w[i / 8] >> (4 * (i % 8)))), sf);
     if constexpr (F::has_tensor_scale) {
       v[i] = quads::detail::mul_rn(d, ts.decode);
     } else {
