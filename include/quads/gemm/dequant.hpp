@@ -27,9 +27,10 @@
 //! (i, i + 4) in its (low, high) lanes, because codes 16 bits apart move with one 32-bit shift.
 //! The GEMM pairs the activation's elements the same way, so the K order inside an MMA is a
 //! permutation of the natural one (the sum is the same up to fp32 summation order).
-//! Cost per 8 weights: 15 integer ops (shift, shift, and, and-or per pair; 3 for pair 3) and 4
-//! multiplies, about 2.4 instructions per weight, plus the scale's ~4 per block (not measured:
-//! SASS not inspected in this slice; docs/gemm.md).
+//! Cost per 8 weights (SASS, nvcc 13.0 sm_90a): 15 integer ops (shift, and, shift, and-or per
+//! pair; one shift less for pair 3; about half the shifts issued as IMAD.SHL) and 4
+//! HMUL2.BF16_V2, about 2.4 instructions per weight, plus ~4 per block for the scale constant
+//! (docs/gemm.md; not timed).
 #pragma once
 
 #include <quads/config.hpp>
