@@ -506,9 +506,11 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
                 "plan.workspace_bytes long");
   if (const char* why = epilogue::check_arguments<Epi>(epi, M, N)) return fail(why);
   int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-    return ::quads::kernels::detail::after_launch();
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess)
+    return fail("quads: decode_gemm: no current CUDA device", e);
+  if (const cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+      e != cudaSuccess)
+    return fail("quads: decode_gemm: cannot query the device's compute capability", e);
   if (major < 9)
     return fail("quads: decode_gemm: needs compute capability 9.0 or newer (mul.bf16x2, built "
                 "for sm_90a)");
