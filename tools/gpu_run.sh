@@ -13,7 +13,7 @@ if [ "${1:-}" = --stage ]; then
   rm -rf carry/run && mkdir -p carry/run
   for f in test/gpu/gpu_tests test/policy/quads_policy_gpu_tests \
            test/compensation/quads_rac_gpu_tests test/gemm/quads_gemm_gpu_tests \
-           bench/quads_bench_gpu bench/rac/quads_bench_rac; do
+           bench/quads_bench_gpu bench/rac/quads_bench_rac bench/gemm/quads_bench_gemm; do
     [ -x "$b/$f" ] && cp -f "$b/$f" carry/run/
   done
   lib=$(ldd "$b/bench/quads_bench_gpu" | awk '/libbenchmark/ {print $3}')
@@ -42,6 +42,7 @@ for t in gpu_tests quads_policy_gpu_tests quads_rac_gpu_tests quads_gemm_gpu_tes
 done
 QUADS_GPU_QUICK=1 step racecheck-gpu_tests 120 compute-sanitizer --tool racecheck --print-limit 20 "$R/gpu_tests"
 [ -x "$R/quads_bench_rac" ] && step bench-rac 120 "$R/quads_bench_rac" --benchmark_counters_tabular=true
+[ -x "$R/quads_bench_gemm" ] && step bench-gemm 180 "$R/quads_bench_gemm" --benchmark_counters_tabular=true
 if [ -x "$R/quads_bench_gpu" ]; then
   mkdir -p "$OUT/bench"
   OUT=$OUT/bench QUADS_BENCH_DIR=$R step bench-gpu 300 bash tools/bench_gpu.sh

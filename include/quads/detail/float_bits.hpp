@@ -22,11 +22,17 @@ QUADS_API constexpr bool is_nan(float x) noexcept { return (to_bits(x) & 0x7ffff
 QUADS_API constexpr float abs_bits(float x) noexcept { return from_bits(to_bits(x) & 0x7fffffffu); }
 //! max that ignores a NaN operand (IEEE maxNum, like fmaxf); constexpr on the host.
 QUADS_API constexpr float max_num(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  if (!__builtin_is_constant_evaluated()) return fmaxf(a, b);  // one FMNMX, same semantics
+#endif
   if (is_nan(a)) return b;
   if (is_nan(b)) return a;
   return a < b ? b : a;
 }
 QUADS_API constexpr float min_num(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  if (!__builtin_is_constant_evaluated()) return fminf(a, b);
+#endif
   if (is_nan(a)) return b;
   if (is_nan(b)) return a;
   return b < a ? b : a;
