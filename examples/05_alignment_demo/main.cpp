@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -476,6 +477,8 @@ int main(int argc, char** argv) {
               r100.mean <= 1.1 * fl.mean ? "yes" : "NO", r100.mean, fl.mean, r100.step_max,
               fl.step_max);
   std::printf("time %.1f s\n", secs);
+  std::error_code ec;
+  std::filesystem::create_directories(o.out, ec);
   write_outputs(o, mc, rows, secs);
   std::fflush(stdout);
   if (o.plot) plot(o);
