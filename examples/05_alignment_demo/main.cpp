@@ -62,15 +62,24 @@ options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(("missing value after " + a).c_str());
       return argv[++i];
     };
-    if (a == "--seed") o.seed = std::stoull(next()), o.seed_given = true;
-    else if (a == "--quick") o.quick = true;
-    else if (a == "--seqs") o.seqs = std::stoi(next());
-    else if (a == "--gen") o.gen = std::stoi(next());
-    else if (a == "--threads") o.threads = std::stoi(next());
-    else if (a == "--out") o.out = next();
-    else if (a == "--no-plot") o.plot = false;
-    else if (a == "--help" || a == "-h") usage("help");
-    else usage(("unknown option " + a).c_str());
+    if (a == "--seed")
+      o.seed = std::stoull(next()), o.seed_given = true;
+    else if (a == "--quick")
+      o.quick = true;
+    else if (a == "--seqs")
+      o.seqs = std::stoi(next());
+    else if (a == "--gen")
+      o.gen = std::stoi(next());
+    else if (a == "--threads")
+      o.threads = std::stoi(next());
+    else if (a == "--out")
+      o.out = next();
+    else if (a == "--no-plot")
+      o.plot = false;
+    else if (a == "--help" || a == "-h")
+      usage("help");
+    else
+      usage(("unknown option " + a).c_str());
   }
   if (o.quick) o.seqs = std::min(o.seqs, 8), o.gen = std::min(o.gen, 48), o.plot = false;
   if (!o.seed_given) o.seed = 20261129;
@@ -97,7 +106,8 @@ struct token_stats {
 token_stats run_sequence(const model& m, const arm& a, const options& o, int s) {
   const model_config& c = m.cfg;
   std::vector<int> tokens;
-  const std::uint64_t sseed = splitmix(o.seed ^ 0x73657173ull ^ static_cast<std::uint64_t>(s) << 16);
+  const std::uint64_t sseed =
+      splitmix(o.seed ^ 0x73657173ull ^ static_cast<std::uint64_t>(s) << 16);
   rng g{sseed};
   for (int i = 0; i < o.prompt; ++i)
     tokens.push_back(static_cast<int>(g.uniform() * c.vocab));
@@ -133,7 +143,8 @@ token_stats run_sequence(const model& m, const arm& a, const options& o, int s) 
         const std::size_t xb = (static_cast<std::size_t>(p) * c.layers + l) * c.d;
         const auto cr = fp4_codes(r.expert_in.data() + xb, c.d);
         const auto ct = fp4_codes(t.expert_in.data() + xb, c.d);
-        for (int k = 0; k < c.d; ++k) st.code_diff += cr[k] != ct[k];
+        for (int k = 0; k < c.d; ++k)
+          st.code_diff += cr[k] != ct[k];
         st.code_total += c.d;
       }
     }
@@ -143,7 +154,8 @@ token_stats run_sequence(const model& m, const arm& a, const options& o, int s) 
 struct summary {
   std::string name;
   double rac_ratio;
-  double mean = 0, p99 = 0, max = 0, step_max = 0, kl = 0, ratio_out = 0, route_flip = 0, code_flip = -1;
+  double mean = 0, p99 = 0, max = 0, step_max = 0, kl = 0, ratio_out = 0, route_flip = 0,
+         code_flip = -1;
   double entropy = 0;
 };
 
@@ -157,18 +169,21 @@ summary summarize(const arm& a, const std::vector<token_stats>& per_seq, int ste
   int steps = 0;
   for (std::size_t i = 0; i < per_seq.size(); ++i) {
     const token_stats& t = per_seq[i];
-    for (double v : t.abs_dlogp) step_cur = std::max(step_cur, v);
+    for (double v : t.abs_dlogp)
+      step_cur = std::max(step_cur, v);
     if ((i + 1) % static_cast<std::size_t>(step_seqs) == 0 || i + 1 == per_seq.size())
       step_sum += step_cur, step_cur = 0, ++steps;
     all.insert(all.end(), t.abs_dlogp.begin(), t.abs_dlogp.end());
-    for (double v : t.kl) kl += v;
+    for (double v : t.kl)
+      kl += v;
     out += t.ratio_out, rd += t.route_diff, rt += t.route_total, cd += t.code_diff,
         ct += t.code_total;
     s.entropy += t.entropy;
   }
   const double n = static_cast<double>(all.size());
   double sum = 0;
-  for (double v : all) sum += v;
+  for (double v : all)
+    sum += v;
   s.mean = sum / n;
   s.kl = kl / n;
   s.entropy /= n;
@@ -190,8 +205,8 @@ std::vector<expert_weights> qat_trainer_weights(const model& m) {
     auto fq = [&](const std::vector<float>& w, int n, int k) {
       return ref::fake_quant_weights<qat_policy>(w, c.experts, n, k).values;
     };
-    out.push_back({fq(L.master.gate, c.ff, c.d), fq(L.master.up, c.ff, c.d),
-                   fq(L.master.down, c.d, c.ff)});
+    out.push_back(
+        {fq(L.master.gate, c.ff, c.d), fq(L.master.up, c.ff, c.d), fq(L.master.down, c.d, c.ff)});
   }
   return out;
 }
@@ -214,7 +229,8 @@ std::vector<float> fp8_per_channel(const std::vector<float>& w, int rows, int k)
   std::vector<float> out(w.size());
   for (int r = 0; r < rows; ++r) {
     float amax = 0.0f;
-    for (int i = 0; i < k; ++i) amax = std::max(amax, std::fabs(w[static_cast<std::size_t>(r) * k + i]));
+    for (int i = 0; i < k; ++i)
+      amax = std::max(amax, std::fabs(w[static_cast<std::size_t>(r) * k + i]));
     const float s = amax > 0.0f ? amax / quads::e4m3_max : 1.0f;
     for (int i = 0; i < k; ++i) {
       const std::size_t j = static_cast<std::size_t>(r) * k + i;
@@ -247,11 +263,13 @@ calibration calibrate(const model& m, const side& roll, const side& train, const
   const model_config& c = m.cfg;
   using cal_t = comp::calibrator<act_quantizer>;
   std::vector<cal_t> cin, cdn;
-  for (int l = 0; l < c.layers; ++l) cin.emplace_back(c.d), cdn.emplace_back(c.ff);
+  for (int l = 0; l < c.layers; ++l)
+    cin.emplace_back(c.d), cdn.emplace_back(c.ff);
   for (int s = 0; s < o.calib_seqs; ++s) {
     std::vector<int> tokens;
     rng g{splitmix(o.seed ^ 0x63616c6962ull ^ static_cast<std::uint64_t>(s) << 16)};
-    for (int i = 0; i < o.prompt; ++i) tokens.push_back(static_cast<int>(g.uniform() * c.vocab));
+    for (int i = 0; i < o.prompt; ++i)
+      tokens.push_back(static_cast<int>(g.uniform() * c.vocab));
     rollout_generate(m, roll, tokens, o.gen, splitmix(g.s));
     capture cap;
     cap.in.resize(static_cast<std::size_t>(c.layers));
@@ -288,27 +306,28 @@ void write_outputs(const options& o, const model_config& c, const std::vector<su
                    double seconds) {
   const std::string csv = o.out + "/alignment_demo.csv", json = o.out + "/alignment_demo.json";
   std::ofstream f(csv);
+  if (!f) std::fprintf(stderr, "cannot write %s\n", csv.c_str());
   f << "arm,rac_ratio,mean_abs_dlogp,p99_abs_dlogp,max_abs_dlogp,step_max_abs_dlogp,kl_roll_train,"
        "ratio_outside_0.5_2,routing_flip_rate,fp4_code_flip_rate,entropy\n";
   for (const summary& s : rows)
-    f << s.name << ',' << s.rac_ratio << ',' << s.mean << ',' << s.p99 << ',' << s.max << ',' << s.step_max << ','
-      << s.kl << ',' << s.ratio_out << ',' << s.route_flip << ',' << s.code_flip << ','
-      << s.entropy << '\n';
+    f << s.name << ',' << s.rac_ratio << ',' << s.mean << ',' << s.p99 << ',' << s.max << ','
+      << s.step_max << ',' << s.kl << ',' << s.ratio_out << ',' << s.route_flip << ','
+      << s.code_flip << ',' << s.entropy << '\n';
   std::ofstream j(json);
   j.precision(9);
   j << "{\n  \"seed\": " << o.seed << ",\n  \"quick\": " << (o.quick ? "true" : "false")
-    << ",\n  \"model\": {\"layers\": " << c.layers << ", \"d\": " << c.d << ", \"heads\": "
-    << c.heads << ", \"experts\": " << c.experts << ", \"top_k\": " << c.top_k << ", \"ff\": "
-    << c.ff << ", \"vocab\": " << c.vocab << "},\n  \"sequences\": " << o.seqs
-    << ", \"prompt\": " << o.prompt << ", \"generated\": " << o.gen
-    << ", \"seconds\": " << seconds << ",\n  \"arms\": [\n";
+    << ",\n  \"model\": {\"layers\": " << c.layers << ", \"d\": " << c.d
+    << ", \"heads\": " << c.heads << ", \"experts\": " << c.experts << ", \"top_k\": " << c.top_k
+    << ", \"ff\": " << c.ff << ", \"vocab\": " << c.vocab << "},\n  \"sequences\": " << o.seqs
+    << ", \"prompt\": " << o.prompt << ", \"generated\": " << o.gen << ", \"seconds\": " << seconds
+    << ",\n  \"arms\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const summary& s = rows[i];
     j << "    {\"arm\": \"" << s.name << "\", \"rac_ratio\": " << s.rac_ratio
       << ", \"mean_abs_dlogp\": " << s.mean << ", \"p99_abs_dlogp\": " << s.p99
-      << ", \"max_abs_dlogp\": " << s.max << ", \"step_max_abs_dlogp\": " << s.step_max << ", \"kl_roll_train\": " << s.kl
-      << ", \"ratio_outside_0.5_2\": " << s.ratio_out << ", \"routing_flip_rate\": "
-      << s.route_flip << ", \"fp4_code_flip_rate\": "
+      << ", \"max_abs_dlogp\": " << s.max << ", \"step_max_abs_dlogp\": " << s.step_max
+      << ", \"kl_roll_train\": " << s.kl << ", \"ratio_outside_0.5_2\": " << s.ratio_out
+      << ", \"routing_flip_rate\": " << s.route_flip << ", \"fp4_code_flip_rate\": "
       << (s.code_flip < 0 ? std::string("null") : std::to_string(s.code_flip))
       << ", \"entropy\": " << s.entropy << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
@@ -329,10 +348,13 @@ rows = list(csv.DictReader(open(d + "/alignment_demo.csv")))
 by = {r["arm"]: r for r in rows}
 rac = sorted((float(r["rac_ratio"]), r) for r in rows if float(r["rac_ratio"]) >= 0)
 fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-for i, (key, label) in enumerate([("step_max_abs_dlogp", "max |dlogp| per step (mean over steps)"), ("mean_abs_dlogp", "mean |dlogp|")]):
+panels = [("step_max_abs_dlogp", "max |dlogp| per step (mean over steps)"),
+          ("mean_abs_dlogp", "mean |dlogp|")]
+for i, (key, label) in enumerate(panels):
     x = [100 * r for r, _ in rac]
     ax[i].plot(x, [float(row[key]) for _, row in rac], "o-", label="asym QAT + RAC")
-    for arm, style in [("floor", "k--"), ("naive", "r:"), ("w4a16_qat", "g-."), ("fp8_rollout", "b--")]:
+    refs = [("floor", "k--"), ("naive", "r:"), ("w4a16_qat", "g-."), ("fp8_rollout", "b--")]
+    for arm, style in refs:
         if arm in by:
             ax[i].axhline(float(by[arm][key]), linestyle=style[1:], color=style[0], label=arm)
     ax[i].set_xlabel("RAC ratio (% of channels)")
@@ -368,7 +390,8 @@ int main(int argc, char** argv) {
               "per-token activation scales; attention, router, lm_head stay bf16\n");
 
   std::vector<expert_weights> master;
-  for (const layer_weights& L : m.layers) master.push_back(L.master);
+  for (const layer_weights& L : m.layers)
+    master.push_back(L.master);
   const std::vector<expert_weights> qat = qat_trainer_weights(m);
   const std::vector<expert_weights> synced = synced_rollout_weights(m);
   const std::vector<expert_weights> fp8 = fp8_weights(m);
@@ -385,15 +408,19 @@ int main(int argc, char** argv) {
   const calibration cal = calibrate(m, side{&synced, act_mode::none, nullptr}, qat_trainer, o);
   const double ratios[] = {0.125, 0.25, 0.5, 1.0};
   std::vector<std::vector<rac_layer>> sels;
-  for (double r : ratios) sels.push_back(select(cal, r));
+  for (double r : ratios)
+    sels.push_back(select(cal, r));
 
   std::vector<arm> arms;
   arms.push_back({"floor", bf16_side, bf16_side});
   arms.push_back({"naive", bf16_side, {&synced, act_mode::fp4, nullptr}, -1, true});
   arms.push_back({"w4a16_qat", qat_trainer, {&synced, act_mode::none, nullptr}});
   arms.push_back({"asym_qat_w4a4", qat_trainer, {&synced, act_mode::fp4, nullptr}, 0.0, true});
-  arms.push_back({"sym_w4a4_qat", {&qat, act_mode::fp4, nullptr},
-                  {&synced, act_mode::fp4, nullptr}, -1, true});
+  arms.push_back({"sym_w4a4_qat",
+                  {&qat, act_mode::fp4, nullptr},
+                  {&synced, act_mode::fp4, nullptr},
+                  -1,
+                  true});
   for (std::size_t i = 0; i < sels.size(); ++i) {
     char name[64];
     std::snprintf(name, sizeof name, "asym_qat_rac%g", ratios[i] * 100);
@@ -412,39 +439,40 @@ int main(int argc, char** argv) {
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 0; t < o.threads; ++t) pool.emplace_back(worker);
+  for (int t = 0; t < o.threads; ++t)
+    pool.emplace_back(worker);
   const bool tty = isatty(2) != 0; // a live bar on a terminal, every 10 % in a log
   for (int shown = -1; shown < tasks;) {
     const int d = done.load();
     if (d != shown && (tty || d == tasks || d * 10 / tasks != shown * 10 / tasks)) {
       const int w = 40, f = d * w / tasks;
-      std::fprintf(stderr, "%s[%s%s] %d/%d sequences (%s)", tty ? "\r" : "", std::string(f, '#').c_str(),
-                   std::string(w - f, '.').c_str(), d, tasks,
+      std::fprintf(stderr, "%s[%s%s] %d/%d sequences (%s)", tty ? "\r" : "",
+                   std::string(f, '#').c_str(), std::string(w - f, '.').c_str(), d, tasks,
                    arms[static_cast<std::size_t>(std::min(d, tasks - 1) / o.seqs)].name.c_str());
       if (!tty) std::fprintf(stderr, "\n");
       shown = d;
     }
     if (d < tasks) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  for (auto& t : pool) t.join();
+  for (auto& t : pool)
+    t.join();
   std::fprintf(stderr, "\n");
 
   std::vector<summary> rows;
   for (std::size_t a = 0; a < arms.size(); ++a)
-    rows.push_back(summarize(arms[a],
-                             std::vector<token_stats>(results.begin() + a * o.seqs,
-                                                      results.begin() + (a + 1) * o.seqs),
-                             o.step_seqs));
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rows.push_back(summarize(
+        arms[a],
+        std::vector<token_stats>(results.begin() + a * o.seqs, results.begin() + (a + 1) * o.seqs),
+        o.step_seqs));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   std::printf("\n%-16s %9s %9s %9s %9s %10s %9s %9s %9s\n", "arm", "mean|dlp|", "p99|dlp|",
               "stepmax", "max|dlp|", "KL(r||t)", "IS out", "route", "fp4 code");
   for (const summary& s : rows)
     std::printf("%-16s %9s %9s %9s %9s %10s %9s %9s %9s\n", s.name.c_str(), fmt(s.mean).c_str(),
-                fmt(s.p99).c_str(), fmt(s.step_max).c_str(), fmt(s.max).c_str(), fmt(s.kl, "%.2e").c_str(),
-                fmt(s.ratio_out, "%.4f").c_str(), fmt(s.route_flip, "%.4f").c_str(),
-                fmt(s.code_flip, "%.4f").c_str());
+                fmt(s.p99).c_str(), fmt(s.step_max).c_str(), fmt(s.max).c_str(),
+                fmt(s.kl, "%.2e").c_str(), fmt(s.ratio_out, "%.4f").c_str(),
+                fmt(s.route_flip, "%.4f").c_str(), fmt(s.code_flip, "%.4f").c_str());
   std::printf("(|dlp| = |logp_train - logp_rollout| of sampled tokens; stepmax = mean over steps "
               "of %d sequences of the step's max |dlp| (QUADS' max-per-step), max|dlp| = over all "
               "tokens;\n IS out = fraction of "
@@ -473,7 +501,8 @@ int main(int argc, char** argv) {
   std::printf("  RAC 50%% removes >= 60%% of naive's excess step-max gap: %s (%.0f%%; of the "
               "all-token max: %.0f%%)\n",
               removed >= 0.6 ? "yes" : "NO", 100 * removed, 100 * removed_all);
-  std::printf("  RAC 100%% within 10%% of the floor (mean <= 1.1x): %s (%.4f vs %.4f); step-max %.4f vs %.4f\n",
+  std::printf("  RAC 100%% within 10%% of the floor (mean <= 1.1x): %s (%.4f vs %.4f); step-max "
+              "%.4f vs %.4f\n",
               r100.mean <= 1.1 * fl.mean ? "yes" : "NO", r100.mean, fl.mean, r100.step_max,
               fl.step_max);
   std::printf("time %.1f s\n", secs);

@@ -83,10 +83,10 @@ struct expert_weights {
 };
 
 struct layer_weights {
-  std::vector<float> attn_norm, mlp_norm;            //!< [d]
-  std::vector<float> wq, wk, wv, wo;                 //!< [d, d]
-  std::vector<float> router;                         //!< [E, d]
-  expert_weights master;                             //!< bf16 master expert weights
+  std::vector<float> attn_norm, mlp_norm; //!< [d]
+  std::vector<float> wq, wk, wv, wo;      //!< [d, d]
+  std::vector<float> router;              //!< [E, d]
+  expert_weights master;                  //!< bf16 master expert weights
 };
 
 struct model {
@@ -98,7 +98,8 @@ struct model {
 
 inline std::vector<float> gaussian(rng& g, std::size_t n, float stddev) {
   std::vector<float> v(n);
-  for (float& x : v) x = bf16(g.normal() * stddev);
+  for (float& x : v)
+    x = bf16(g.normal() * stddev);
   return v;
 }
 
@@ -146,7 +147,8 @@ inline model build_model(const model_config& c) {
     L.master.up = gaussian(g, ew, sd);
     L.master.down = gaussian(g, ew, 0.5f / std::sqrt(static_cast<float>(c.ff)));
     for (int mc : m.massive) {
-      for (int r = 0; r < c.experts; ++r) L.router[static_cast<std::size_t>(r) * d + mc] = 0.0f;
+      for (int r = 0; r < c.experts; ++r)
+        L.router[static_cast<std::size_t>(r) * d + mc] = 0.0f;
       for (int r = 0; r < c.experts * c.ff; ++r) {
         L.master.gate[static_cast<std::size_t>(r) * d + mc] *= 0.1f;
         L.master.up[static_cast<std::size_t>(r) * d + mc] *= 0.1f;
@@ -157,7 +159,8 @@ inline model build_model(const model_config& c) {
   m.final_norm = gains();
   m.lm_head = gaussian(g, static_cast<std::size_t>(c.vocab) * d, c.logit_scale * sd);
   for (int mc : m.massive)
-    for (int t = 0; t < c.vocab; ++t) m.lm_head[static_cast<std::size_t>(t) * d + mc] = 0.0f;
+    for (int t = 0; t < c.vocab; ++t)
+      m.lm_head[static_cast<std::size_t>(t) * d + mc] = 0.0f;
   return m;
 }
 
@@ -166,9 +169,11 @@ inline model build_model(const model_config& c) {
 inline float dot_trainer(const float* a, const float* b, int n) {
   float acc[16] = {};
   for (int k = 0; k < n; k += 16)
-    for (int l = 0; l < 16; ++l) acc[l] += a[k + l] * b[k + l];
+    for (int l = 0; l < 16; ++l)
+      acc[l] += a[k + l] * b[k + l];
   for (int w = 8; w > 0; w /= 2)
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+    for (int l = 0; l < w; ++l)
+      acc[l] += acc[l + w];
   return acc[0];
 }
 //! Rollout dot: split-K in two halves, each 8 strided accumulators folded sequentially.
@@ -180,9 +185,11 @@ inline float dot_rollout(const float* a, const float* b, int n) {
     const float* x = a + s * h;
     const float* y = b + s * h;
     for (int k = 0; k < h; k += 8)
-      for (int l = 0; l < 8; ++l) acc[l] += x[k + l] * y[k + l];
+      for (int l = 0; l < 8; ++l)
+        acc[l] += x[k + l] * y[k + l];
     float t = 0.0f;
-    for (int l = 0; l < 8; ++l) t += acc[l];
+    for (int l = 0; l < 8; ++l)
+      t += acc[l];
     part[s] = t;
   }
   return part[0] + part[1];
@@ -196,12 +203,14 @@ struct engine_numerics {
   float cast(float x) const { return rollout ? bf16(x) : x; }
   //! y[n] = W[n,k] x (cast at the op boundary).
   void matvec(const float* w, const float* x, float* y, int n, int k) const {
-    for (int i = 0; i < n; ++i) y[i] = cast(dot(w + static_cast<std::size_t>(i) * k, x, k));
+    for (int i = 0; i < n; ++i)
+      y[i] = cast(dot(w + static_cast<std::size_t>(i) * k, x, k));
   }
   void rmsnorm(const float* x, const float* g, float* y, int d) const {
     const float ms = dot(x, x, d) / static_cast<float>(d);
     const float inv = 1.0f / std::sqrt(ms + 1e-6f);
-    for (int k = 0; k < d; ++k) y[k] = cast(x[k] * inv * g[k]);
+    for (int k = 0; k < d; ++k)
+      y[k] = cast(x[k] * inv * g[k]);
   }
 };
 
@@ -216,10 +225,12 @@ struct rac_layer {
 //! Per-token FP8 E4M3 QDQ (scale = amax / 448).
 inline void qdq_fp8_row(std::vector<float>& x) {
   float amax = 0.0f;
-  for (float v : x) amax = std::max(amax, std::fabs(v));
+  for (float v : x)
+    amax = std::max(amax, std::fabs(v));
   if (amax == 0.0f) return;
   const float s = amax / quads::e4m3_max;
-  for (float& v : x) v = quads::decode_e4m3(quads::encode_e4m3(v / s)) * s;
+  for (float& v : x)
+    v = quads::decode_e4m3(quads::encode_e4m3(v / s)) * s;
 }
 
 //! The activation operand a linear layer consumes under `mode` (one token, K values).
@@ -239,7 +250,8 @@ inline std::vector<float> quantize_act(act_mode mode, const float* x, int K,
     // alpha_x Q(x)W^T + alpha_r Q(r_S)W_S^T up to summation order.
     comp::reference::rac_args args;
     args.residual = comp::residual_scale::own;
-    const auto a = comp::reference::quantize_activation<quads::nvfp4, act_options>(v, 1, *sel, args);
+    const auto a =
+        comp::reference::quantize_activation<quads::nvfp4, act_options>(v, 1, *sel, args);
     const std::vector<float> dq = comp::reference::dequantize_activation(a);
     std::vector<float> out(dq.begin(), dq.begin() + K);
     constexpr int B = quads::nvfp4::block_size;
@@ -257,7 +269,8 @@ inline std::vector<float> quantize_act(act_mode mode, const float* x, int K,
 inline std::vector<std::uint8_t> fp4_codes(const float* x, int K) {
   const auto q = ref::quantize<quads::nvfp4, act_options>(std::span<const float>(x, K), 1, K);
   std::vector<std::uint8_t> c(static_cast<std::size_t>(K));
-  for (int k = 0; k < K; ++k) c[k] = (q.data[k / 2] >> ((k & 1) * 4)) & 0xf;
+  for (int k = 0; k < K; ++k)
+    c[k] = (q.data[k / 2] >> ((k & 1) * 4)) & 0xf;
   return c;
 }
 
@@ -271,8 +284,8 @@ struct side {
 //! Spike decision for the SwiGLU output (position, layer, channel), identical in both engines.
 inline bool spike(std::uint64_t seed, int pos, int layer, int ch) {
   const std::uint64_t h =
-      splitmix(seed ^ (static_cast<std::uint64_t>(pos) << 32) ^ (static_cast<std::uint64_t>(layer)
-                                                                   << 20) ^ static_cast<unsigned>(ch));
+      splitmix(seed ^ (static_cast<std::uint64_t>(pos) << 32) ^
+               (static_cast<std::uint64_t>(layer) << 20) ^ static_cast<unsigned>(ch));
   return unit(h) < 0.002;
 }
 
@@ -292,15 +305,19 @@ inline void moe_token(const model& m, int l, const side& sd, const engine_numeri
   float mx = *std::max_element(logits.begin(), logits.end());
   std::vector<float> p(logits.size());
   float sum = 0.0f;
-  for (std::size_t e = 0; e < p.size(); ++e) sum += (p[e] = std::exp(logits[e] - mx));
+  for (std::size_t e = 0; e < p.size(); ++e)
+    sum += (p[e] = std::exp(logits[e] - mx));
   std::vector<int> idx(static_cast<std::size_t>(c.experts));
-  for (int e = 0; e < c.experts; ++e) idx[e] = e;
+  for (int e = 0; e < c.experts; ++e)
+    idx[e] = e;
   std::partial_sort(idx.begin(), idx.begin() + c.top_k, idx.end(),
                     [&](int a, int b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
   float wsum = 0.0f;
-  for (int j = 0; j < c.top_k; ++j) wsum += p[idx[j]] / sum;
+  for (int j = 0; j < c.top_k; ++j)
+    wsum += p[idx[j]] / sum;
   std::vector<int> order(idx.begin(), idx.begin() + c.top_k);
-  for (int j = 0; j < c.top_k; ++j) chosen[j] = order[j];
+  for (int j = 0; j < c.top_k; ++j)
+    chosen[j] = order[j];
   std::sort(chosen, chosen + c.top_k);
   if (!nu.rollout) order.assign(chosen, chosen + c.top_k); // trainer: expert index order
 
@@ -310,7 +327,8 @@ inline void moe_token(const model& m, int l, const side& sd, const engine_numeri
   if (cap) cap->in[l].insert(cap->in[l].end(), xn, xn + c.d);
   std::vector<float> g(static_cast<std::size_t>(c.ff)), u(g.size()), h(g.size()),
       y(static_cast<std::size_t>(c.d));
-  for (int k = 0; k < c.d; ++k) out[k] = 0.0f;
+  for (int k = 0; k < c.d; ++k)
+    out[k] = 0.0f;
   for (int e : order) {
     const std::size_t off = static_cast<std::size_t>(e) * c.ff * c.d;
     nu.matvec(W.gate.data() + off, xa.data(), g.data(), c.ff, c.d);
@@ -324,25 +342,29 @@ inline void moe_token(const model& m, int l, const side& sd, const engine_numeri
     const std::vector<float> ha = quantize_act(sd.act, h.data(), c.ff, sel_dn);
     nu.matvec(W.down.data() + off, ha.data(), y.data(), c.d, c.ff);
     const float w = p[e] / sum / wsum;
-    for (int k = 0; k < c.d; ++k) out[k] = nu.cast(out[k] + w * y[k]);
+    for (int k = 0; k < c.d; ++k)
+      out[k] = nu.cast(out[k] + w * y[k]);
   }
 }
 
 //! What an engine reports per position: log-softmax over the vocabulary (positions that predict
 //! the next token), top-k expert sets per layer and the expert-input activations per layer.
 struct trace {
-  std::vector<std::vector<float>> logp;   //!< [positions][V] for scored positions
-  std::vector<int> routes;                //!< [pos][layer][top_k]
-  std::vector<float> expert_in;           //!< [pos][layer][d]
+  std::vector<std::vector<float>> logp; //!< [positions][V] for scored positions
+  std::vector<int> routes;              //!< [pos][layer][top_k]
+  std::vector<float> expert_in;         //!< [pos][layer][d]
 };
 
 inline void log_softmax(const float* z, int n, float* out) {
   float mx = z[0];
-  for (int i = 1; i < n; ++i) mx = std::max(mx, z[i]);
+  for (int i = 1; i < n; ++i)
+    mx = std::max(mx, z[i]);
   double s = 0.0;
-  for (int i = 0; i < n; ++i) s += std::exp(static_cast<double>(z[i] - mx));
+  for (int i = 0; i < n; ++i)
+    s += std::exp(static_cast<double>(z[i] - mx));
   const float ls = static_cast<float>(std::log(s));
-  for (int i = 0; i < n; ++i) out[i] = z[i] - mx - ls;
+  for (int i = 0; i < n; ++i)
+    out[i] = z[i] - mx - ls;
 }
 
 //! Per-head causal attention of query `t` over keys/values [0, t] (K, V rows of length d).
@@ -358,10 +380,12 @@ inline void attend(const model_config& c, const engine_numerics& nu, const float
       mx = std::max(mx, s[j]);
     }
     float sum = 0.0f;
-    for (int j = 0; j <= t; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    for (int j = 0; j <= t; ++j)
+      sum += (s[j] = std::exp(s[j] - mx));
     for (int i = 0; i < hd; ++i) {
       float acc = 0.0f;
-      for (int j = 0; j <= t; ++j) acc += s[j] * V[static_cast<std::size_t>(j) * c.d + h * hd + i];
+      for (int j = 0; j <= t; ++j)
+        acc += s[j] * V[static_cast<std::size_t>(j) * c.d + h * hd + i];
       o[h * hd + i] = nu.cast(acc / sum);
     }
   }
@@ -383,7 +407,8 @@ inline trace trainer_forward(const model& m, const side& sd, const std::vector<i
   for (int t = 0; t < T; ++t)
     for (int k = 0; k < d; ++k)
       x[static_cast<std::size_t>(t) * d + k] =
-          m.embed[static_cast<std::size_t>(tokens[t]) * d + k] + m.pos[static_cast<std::size_t>(t) * d + k];
+          m.embed[static_cast<std::size_t>(tokens[t]) * d + k] +
+          m.pos[static_cast<std::size_t>(t) * d + k];
   trace tr;
   tr.routes.assign(static_cast<std::size_t>(T) * c.layers * c.top_k, 0);
   tr.expert_in.assign(static_cast<std::size_t>(T) * c.layers * d, 0.0f);
@@ -400,16 +425,18 @@ inline trace trainer_forward(const model& m, const side& sd, const std::vector<i
     for (int t = 0; t < T; ++t) {
       attend(c, nu, Q.data() + static_cast<std::size_t>(t) * d, K, V, t, o.data());
       nu.matvec(L.wo.data(), o.data(), y.data(), d, d);
-      for (int k = 0; k < d; ++k) x[static_cast<std::size_t>(t) * d + k] += y[k];
+      for (int k = 0; k < d; ++k)
+        x[static_cast<std::size_t>(t) * d + k] += y[k];
     }
     for (int t = 0; t < T; ++t) {
       float* xt = x.data() + static_cast<std::size_t>(t) * d;
       float* nt = xn.data() + static_cast<std::size_t>(t) * d;
       nu.rmsnorm(xt, L.mlp_norm.data(), nt, d);
       std::copy(nt, nt + d, tr.expert_in.data() + (static_cast<std::size_t>(t) * c.layers + l) * d);
-      moe_token(m, l, sd, nu, nt, y.data(), t, tr.routes.data() +
-                (static_cast<std::size_t>(t) * c.layers + l) * c.top_k, cap);
-      for (int k = 0; k < d; ++k) xt[k] += y[k];
+      moe_token(m, l, sd, nu, nt, y.data(), t,
+                tr.routes.data() + (static_cast<std::size_t>(t) * c.layers + l) * c.top_k, cap);
+      for (int k = 0; k < d; ++k)
+        xt[k] += y[k];
     }
   }
   std::vector<float> logits(static_cast<std::size_t>(c.vocab));
@@ -451,13 +478,15 @@ inline trace rollout_generate(const model& m, const side& sd, std::vector<int>& 
       Vc[l].insert(Vc[l].end(), vv.begin(), vv.end());
       attend(c, nu, q.data(), Kc[l], Vc[l], t, o.data());
       nu.matvec(L.wo.data(), o.data(), y.data(), d, d);
-      for (int k = 0; k < d; ++k) x[k] = bf16(x[k] + y[k]);
+      for (int k = 0; k < d; ++k)
+        x[k] = bf16(x[k] + y[k]);
       nu.rmsnorm(x.data(), L.mlp_norm.data(), xn.data(), d);
       std::copy(xn.begin(), xn.end(),
                 tr.expert_in.data() + (static_cast<std::size_t>(t) * c.layers + l) * d);
       moe_token(m, l, sd, nu, xn.data(), y.data(), t,
                 tr.routes.data() + (static_cast<std::size_t>(t) * c.layers + l) * c.top_k, nullptr);
-      for (int k = 0; k < d; ++k) x[k] = bf16(x[k] + y[k]);
+      for (int k = 0; k < d; ++k)
+        x[k] = bf16(x[k] + y[k]);
     }
     if (t < prompt - 1) continue;
     nu.rmsnorm(x.data(), m.final_norm.data(), o.data(), d);
@@ -470,7 +499,10 @@ inline trace rollout_generate(const model& m, const side& sd, std::vector<int>& 
     int next = c.vocab - 1;
     for (int v = 0; v < c.vocab; ++v) {
       acc += std::exp(static_cast<double>(lp[v]));
-      if (u < acc) { next = v; break; }
+      if (u < acc) {
+        next = v;
+        break;
+      }
     }
     tokens.push_back(next);
   }
