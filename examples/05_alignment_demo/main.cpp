@@ -100,6 +100,7 @@ struct token_stats {
   long ratio_out = 0;
   long route_diff = 0, route_total = 0;
   long code_diff = 0, code_total = 0;
+  std::vector<double> layer_sq_diff, layer_sq_norm; //!< expert-input mismatch per layer
   double entropy = 0.0;
 };
 
@@ -132,10 +133,20 @@ token_stats run_sequence(const model& m, const arm& a, const options& o, int s) 
     if (ratio < 0.5 || ratio > 2.0) ++st.ratio_out;
   }
   const int T = static_cast<int>(input.size());
+  st.layer_sq_diff.assign(static_cast<std::size_t>(c.layers), 0.0);
+  st.layer_sq_norm.assign(static_cast<std::size_t>(c.layers), 0.0);
   for (int p = 0; p < T; ++p)
     for (int l = 0; l < c.layers; ++l) {
       const std::size_t base = (static_cast<std::size_t>(p) * c.layers + l) * c.top_k;
       ++st.route_total;
+      {
+        const std::size_t xb = (static_cast<std::size_t>(p) * c.layers + l) * c.d;
+        for (int k = 0; k < c.d; ++k) {
+          const double dr = r.expert_in[xb + k], dt = t.expert_in[xb + k];
+          st.layer_sq_diff[l] += (dr - dt) * (dr - dt);
+          st.layer_sq_norm[l] += dt * dt;
+        }
+      }
       if (!std::equal(r.routes.begin() + base, r.routes.begin() + base + c.top_k,
                       t.routes.begin() + base))
         ++st.route_diff;
@@ -157,11 +168,14 @@ struct summary {
   double mean = 0, p99 = 0, max = 0, step_max = 0, kl = 0, ratio_out = 0, route_flip = 0,
          code_flip = -1;
   double entropy = 0;
+  std::vector<double> layer_rel; //!< relative L2 mismatch of each layer's expert input
 };
 
 //! `step_seqs` sequences form one "RL step"; step_max = mean over steps of the step's max.
 summary summarize(const arm& a, const std::vector<token_stats>& per_seq, int step_seqs) {
-  summary s{a.name, a.rac_ratio};
+  summary s;
+  s.name = a.name;
+  s.rac_ratio = a.rac_ratio;
   std::vector<double> all;
   double kl = 0;
   long out = 0, rd = 0, rt = 0, cd = 0, ct = 0;
@@ -179,6 +193,9 @@ summary summarize(const arm& a, const std::vector<token_stats>& per_seq, int ste
     out += t.ratio_out, rd += t.route_diff, rt += t.route_total, cd += t.code_diff,
         ct += t.code_total;
     s.entropy += t.entropy;
+    if (s.layer_rel.empty()) s.layer_rel.assign(t.layer_sq_diff.size() * 2, 0.0);
+    for (std::size_t l = 0; l < t.layer_sq_diff.size(); ++l)
+      s.layer_rel[2 * l] += t.layer_sq_diff[l], s.layer_rel[2 * l + 1] += t.layer_sq_norm[l];
   }
   const double n = static_cast<double>(all.size());
   double sum = 0;
@@ -187,6 +204,9 @@ summary summarize(const arm& a, const std::vector<token_stats>& per_seq, int ste
   s.mean = sum / n;
   s.kl = kl / n;
   s.entropy /= n;
+  for (std::size_t l = 0; l < s.layer_rel.size() / 2; ++l)
+    s.layer_rel[l] = std::sqrt(s.layer_rel[2 * l] / s.layer_rel[2 * l + 1]);
+  s.layer_rel.resize(s.layer_rel.size() / 2);
   s.ratio_out = out / n;
   s.route_flip = static_cast<double>(rd) / static_cast<double>(rt);
   if (a.codes) s.code_flip = static_cast<double>(cd) / static_cast<double>(ct);
@@ -329,7 +349,10 @@ void write_outputs(const options& o, const model_config& c, const std::vector<su
       << ", \"kl_roll_train\": " << s.kl << ", \"ratio_outside_0.5_2\": " << s.ratio_out
       << ", \"routing_flip_rate\": " << s.route_flip << ", \"fp4_code_flip_rate\": "
       << (s.code_flip < 0 ? std::string("null") : std::to_string(s.code_flip))
-      << ", \"entropy\": " << s.entropy << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+      << ", \"entropy\": " << s.entropy << ", \"layer_rel_mismatch\": [";
+    for (std::size_t l = 0; l < s.layer_rel.size(); ++l)
+      j << (l ? ", " : "") << s.layer_rel[l];
+    j << "]}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   j << "  ]\n}\n";
   std::printf("wrote %s and %s\n", csv.c_str(), json.c_str());
@@ -480,6 +503,18 @@ int main(int argc, char** argv) {
               "differs; fp4 code = fraction of expert-input E2M1 codes\n that differ between "
               "Q(x_rollout) and Q(x_trainer), per-token NVFP4); mean rollout entropy %.2f nats\n",
               o.step_seqs, mc.top_k, rows[0].entropy);
+  std::printf("\nrelative L2 mismatch ||x_roll - x_train|| / ||x_train|| of each layer's expert "
+              "input (before quantization):\n%-16s",
+              "arm");
+  for (int l = 0; l < mc.layers; ++l)
+    std::printf("  layer %d", l);
+  std::printf("\n");
+  for (const summary& s : rows) {
+    std::printf("%-16s", s.name.c_str());
+    for (double v : s.layer_rel)
+      std::printf(" %8.2e", v);
+    std::printf("\n");
+  }
 
   // The "must be true" items, reported (not enforced: this is a synthetic model).
   auto find = [&](const std::string& n) -> const summary& {
