@@ -81,6 +81,16 @@ QUADS_API constexpr float div_rn_satfinite(float a, float b) noexcept {
   return min_num(div_rn(a, b), flt_max);
 }
 
+//! `div_rn_satfinite(1, b)`: min(1 / b, FLT_MAX) (b = 0 or NaN give FLT_MAX). On the device
+//! `rcp.rn.f32` (correctly rounded, like `div.rn.f32` of 1 by b, and cheaper); the two agree
+//! for all 2^32 inputs on the H200 (checked 2026-11-29).
+QUADS_API constexpr float rcp_rn_satfinite(float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  if (!__builtin_is_constant_evaluated()) return fminf(__frcp_rn(b), flt_max);
+#endif
+  return div_rn_satfinite(1.0f, b);
+}
+
 //! Shifts `m` right by `s` (s >= 1) rounding to nearest, ties to even.
 QUADS_API constexpr ::cuda::std::uint32_t shift_right_rne(::cuda::std::uint32_t m, int s) noexcept {
   if (s >= 32) return 0;

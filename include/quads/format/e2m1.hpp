@@ -34,6 +34,34 @@ QUADS_API constexpr float decode_e2m1(::cuda::std::uint8_t code) noexcept {
   return detail::from_bits(mag | (static_cast<::cuda::std::uint32_t>(code & 8u) << 28));
 }
 
+//! `encode_e2m1_not_nan` as a 32-bit value (always <= 15), so vectorized callers can pack nibbles
+//! without a zero-extension per element. On the device the same arithmetic is written so that
+//! |x| folds into the clamp (no NaN reaches it, so fabsf and clearing the sign bit agree) and the
+//! constants of the step count combine (two integer ops); the GPU suite compares the device path
+//! with CUDA's device conversion for all 2^32 inputs (test/gpu/functors_test.cu).
+QUADS_API constexpr ::cuda::std::uint32_t e2m1_code_not_nan(float x) noexcept {
+#if defined(__CUDA_ARCH__)
+  if (!__builtin_is_constant_evaluated()) {
+    const ::cuda::std::uint32_t u = __float_as_uint(x);
+    const float a = fminf(fabsf(x), e2m1_max);
+    const ::cuda::std::uint32_t binade = __float_as_uint(fmaxf(a, 1.0f)) & 0x7f800000u;
+    const float magic = __uint_as_float(binade + (22u << 23));
+    // steps - binade - (22 << 23) + (binade >> 22) - 254, in two adds
+    const ::cuda::std::uint32_t mag =
+        (__float_as_uint(__fadd_rn(a, magic)) - binade - ((22u << 23) + 254u)) + (binade >> 22);
+    return mag | ((u >> 28) & 8u);
+  }
+#endif
+  const ::cuda::std::uint32_t u = detail::to_bits(x);
+  const float a = detail::min_num(detail::from_bits(u & 0x7fffffffu), e2m1_max);
+  const ::cuda::std::uint32_t binade = detail::to_bits(detail::max_num(a, 1.0f)) & 0x7f800000u;
+  const float magic = detail::from_bits(binade + (22u << 23));  // 2^(E + 22): ulp = 2^(E - 1)
+  const ::cuda::std::uint32_t steps = detail::to_bits(detail::add_rn(a, magic)) - detail::to_bits(magic);
+  // steps counts grid units of the binade; binade E starts at code 2E (E = 0 -> code 0)
+  const ::cuda::std::uint32_t code = (steps + (binade >> 22) - 254u) & 0xffu;
+  return code | ((u >> 28) & 8u);
+}
+
 //! float -> E2M1 code for any input that is not NaN (±Inf saturates): round to nearest even,
 //! saturate to ±6, sign kept on zero. Vectorized callers test for NaN once per block and call
 //! this; everyone else calls `encode_e2m1`.
@@ -42,14 +70,7 @@ QUADS_API constexpr float decode_e2m1(::cuda::std::uint8_t code) noexcept {
 //! and the integer difference of the bit patterns counts grid steps. One add does the rounding,
 //! so the encoder is cheap on the GPU; it is tested against CUDA's converter for all 2^32 inputs.
 QUADS_API constexpr ::cuda::std::uint8_t encode_e2m1_not_nan(float x) noexcept {
-  const ::cuda::std::uint32_t u = detail::to_bits(x);
-  const float a = detail::min_num(detail::from_bits(u & 0x7fffffffu), e2m1_max);
-  const ::cuda::std::uint32_t binade = detail::to_bits(detail::max_num(a, 1.0f)) & 0x7f800000u;
-  const float magic = detail::from_bits(binade + (22u << 23));  // 2^(E + 22): ulp = 2^(E - 1)
-  const ::cuda::std::uint32_t steps = detail::to_bits(detail::add_rn(a, magic)) - detail::to_bits(magic);
-  // steps counts grid units of the binade; binade E starts at code 2E (E = 0 -> code 0)
-  const ::cuda::std::uint32_t code = steps + (binade >> 22) - 254u;
-  return static_cast<::cuda::std::uint8_t>(code | ((u >> 28) & 8u));
+  return static_cast<::cuda::std::uint8_t>(e2m1_code_not_nan(x));
 }
 
 //! float -> E2M1 code, round to nearest even, saturating; NaN -> +6 (0x7); sign kept on zero.

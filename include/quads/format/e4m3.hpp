@@ -69,8 +69,21 @@ QUADS_API constexpr ::cuda::std::uint8_t encode_e4m3(float x) noexcept {
   return detail::encode_e4m3_software(x);
 }
 
-//! E4M3 -> float (exact). 0x7F/0xFF decode to NaN.
+//! E4M3 -> float (exact). 0x7F/0xFF decode to NaN (0x7FC00000 with the byte's sign).
+//! On sm_89+ devices: `cvt.rn.f16x2.e4m3x2` then `cvt.f32.f16` (both exact), NaN bytes selected
+//! first (the hardware NaN has another payload); all 256 bytes equal the software path on the
+//! H200 (checked 2026-11-29; the GPU suite covers it through the quantize/dequantize tests).
 QUADS_API constexpr float decode_e4m3(::cuda::std::uint8_t b) noexcept {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if (!__builtin_is_constant_evaluated()) {
+    const ::cuda::std::uint32_t sign = static_cast<::cuda::std::uint32_t>(b & 0x80u) << 24;
+    unsigned int h2;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<unsigned short>(b)));
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(h2 & 0xffffu)));
+    return (b & 0x7fu) == 0x7fu ? detail::from_bits(0x7fc00000u | sign) : f;
+  }
+#endif
   const ::cuda::std::uint32_t e = (b >> 3) & 0xfu, m = b & 7u;
   const ::cuda::std::uint32_t sign = static_cast<::cuda::std::uint32_t>(b & 0x80u) << 24;
   if (e == 0xfu && m == 7u) return detail::from_bits(0x7fc00000u | sign);

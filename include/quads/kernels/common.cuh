@@ -328,13 +328,14 @@ QUADS_DEVICE_API float tree_sum(const float (&v)[N]) {
   return t[0];
 }
 
-//! E2M1 codes of 8 scaled values, element i in nibble i: the core's `encode_e2m1_not_nan`, so
+//! E2M1 codes of 8 scaled values, element i in nibble i: the core's `encode_e2m1_not_nan` (its
+//! 32-bit form `e2m1_code_not_nan`), so
 //! callers test a whole block set for NaN once and route NaN blocks to `encode_e2m1x8`.
 QUADS_DEVICE_API std::uint32_t encode_e2m1x8_not_nan(const float (&s)[8]) {
   std::uint32_t w = 0;
 #pragma unroll
   for (int i = 0; i < 8; ++i)
-    w |= static_cast<std::uint32_t>(encode_e2m1_not_nan(s[i])) << (4 * i);
+    w += e2m1_code_not_nan(s[i]) << (4 * i); // codes <= 15: + is |, and one LEA each
   return w;
 }
 
@@ -345,6 +346,16 @@ QUADS_DEVICE_API std::uint32_t encode_e2m1x8(const float (&s)[8]) {
   for (int i = 0; i < 8; ++i)
     w |= static_cast<std::uint32_t>(encode_e2m1(s[i])) << (4 * i);
   return w;
+}
+
+//! `l.offset(r, c)` for `r, c >= 0` (and a layout with non-negative extents): the sign bits are
+//! cleared so that the compiler knows the operands are non-negative and turns the layout's
+//! signed divisions and remainders by powers of two into shifts and masks (same values).
+template <class Layout>
+QUADS_DEVICE_API std::size_t nonneg_offset(const Layout& l, int r, int c) {
+  constexpr int m = 0x7fffffff;
+  const Layout k{l.rows & m, l.cols & m};
+  return k.offset(r & m, c & m);
 }
 
 //! Shape checks shared by the launchers; returns nullptr when fine, else the reason.

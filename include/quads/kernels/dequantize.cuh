@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(dequant_threads)
             q[j].w[4 * i + 3] = w.w;
           }
         }
-        q[j].scale = se[layout.offset(static_cast<int>(r[j]), static_cast<int>(kb[j]))];
+        q[j].scale = se[nonneg_offset(layout, static_cast<int>(r[j]), static_cast<int>(kb[j]))];
         if constexpr (per_row) tsr[j] = tensor_scales[static_cast<std::size_t>(e) * rows + r[j]];
       }
     }

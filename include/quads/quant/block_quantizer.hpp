@@ -113,11 +113,16 @@ struct block_quantizer {
                                         decode_ue4m3(byte), detail::rcp_approx(ts.encode)));
         return {byte, m};
       } else {
-        const float inv_target = detail::div_rn(1.0f, target);  // constant-folded: RN(1/6)
+        // RN(1/target) as a constant: nvcc does not fold __fdiv_rn, and it kept a division in
+        // every kernel loop iteration
+        constexpr float inv_max = detail::div_rn(1.0f, e2m1_max);
+        constexpr float inv_four = detail::div_rn(1.0f, 4.0f);
+        const float inv_target = target == e2m1_max ? inv_max
+                                 : target == 4.0f   ? inv_four
+                                                    : detail::div_rn(1.0f, target);
         const ::cuda::std::uint8_t byte =
             encode_ue4m3(detail::mul_rn(amax_b, detail::mul_rn(ts.encode, inv_target)));
-        const float m =
-            detail::div_rn_satfinite(1.0f, detail::mul_rn(decode_ue4m3(byte), ts.decode));
+        const float m = detail::rcp_rn_satfinite(detail::mul_rn(decode_ue4m3(byte), ts.decode));
         return {byte, m};
       }
     } else {
