@@ -5,6 +5,8 @@
 //! and the kernels' fast encoder / decoder vs the core codecs (all 2^32 inputs).
 #include "gpu_test.cuh"
 
+#include <bit>
+#include <cmath>
 #include <cuda_fp4.h>
 #include <cuda_fp16.h>
 
@@ -280,6 +282,22 @@ __global__ void e4m3_sweep(unsigned long long* bad, unsigned* first) {
   }
 }
 
+__global__ void rcp_sweep(unsigned long long* bad, unsigned* first) {
+  // the device reciprocal behind block_quantizer's multiplier against IEEE division, all inputs
+  for (std::uint64_t u = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x;
+       u < (std::uint64_t{1} << 32); u += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
+    const float b = __uint_as_float(static_cast<std::uint32_t>(u));
+    const float want = fminf(__fdiv_rn(1.0f, b), quads::detail::flt_max);
+    if (__float_as_uint(quads::detail::rcp_rn_satfinite(b)) != __float_as_uint(want) &&
+        atomicAdd(bad, 1ull) == 0ull)
+      *first = static_cast<std::uint32_t>(u);
+  }
+}
+
+__global__ void e4m3_decode_all(float* out) {
+  out[threadIdx.x] = decode_e4m3(static_cast<std::uint8_t>(threadIdx.x));  // 256 codes
+}
+
 __global__ void decoder_sweep(unsigned* bad) {
   const unsigned c = threadIdx.x; // 16 codes
   const float cuda = __half2float(__half(__nv_cvt_fp4_to_halfraw(
@@ -319,6 +337,30 @@ TEST_SUITE("gpu.functors") {
     sync_ok();
     INFO("first mismatch at bits 0x" << std::hex << first.download(1)[0]);
     CHECK(bad.download(1)[0] == 0ull);
+  }
+
+  TEST_CASE("sm90: the device reciprocal equals IEEE 1/x for all 2^32 inputs") {
+    device_buffer<unsigned long long> bad(1, 0);
+    device_buffer<unsigned> first(1, 0);
+    rcp_sweep<<<132 * 16, 256>>>(bad.ptr, first.ptr);
+    QUADS_CUDA_CHECK(cudaGetLastError());
+    sync_ok();
+    INFO("first mismatch at bits 0x" << std::hex << first.download(1)[0]);
+    CHECK(bad.download(1)[0] == 0ull);
+  }
+
+  TEST_CASE("sm90: the device E4M3 decoder equals the host decoder for all 256 codes") {
+    device_buffer<float> out(256, 0.0f);
+    e4m3_decode_all<<<1, 256>>>(out.ptr);
+    QUADS_CUDA_CHECK(cudaGetLastError());
+    sync_ok();
+    const auto got = out.download(256);
+    for (int c = 0; c < 256; ++c) {
+      const float want = decode_e4m3(static_cast<std::uint8_t>(c));
+      INFO("code 0x" << std::hex << c);
+      if (std::isnan(want)) CHECK(std::isnan(got[c]));
+      else CHECK(std::bit_cast<std::uint32_t>(got[c]) == std::bit_cast<std::uint32_t>(want));
+    }
   }
 
   TEST_CASE("sm90: nvfp4 block functors inside a kernel equal the host on 10^8 values") {
