@@ -99,18 +99,6 @@ inline constexpr int rac_threads = 256;
 template <class T, int B>
 inline constexpr int rac_unroll = B* static_cast<int>(sizeof(T)) <= 32 ? 2 : 1;
 
-//! Random bits of block `index` (stochastic rounding only), as `reference::quantize` draws them.
-template <class Quantizer>
-QUADS_DEVICE_API typename Quantizer::random_bits bits_of(std::uint64_t seed, std::uint64_t index) {
-  if constexpr (Quantizer::options.round == rounding::stochastic) {
-    return draw_block_bits<typename Quantizer::format>(philox4x32_10{seed}, index);
-  } else {
-    (void)seed;
-    (void)index;
-    return {};
-  }
-}
-
 //! The packed codes of a block as 32-bit words (element 8w + i in nibble i of word w).
 template <class Format>
 struct code_words {
@@ -205,7 +193,7 @@ struct rac_writer {
                                               int kb) const {
     return Quantizer::quantize(
         v, ts_x,
-        bits_of<Quantizer>(seed,
+        Quantizer::bits_for(seed,
                            static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb));
   }
 
@@ -216,7 +204,7 @@ struct rac_writer {
     float r[B];
     residual_quantizer<Quantizer>::residual(v, qx, ts_x, r);
     return Quantizer::quantize(
-        r, ts_r, bits_of<Quantizer>(seed, residual_block_index(rows, nkb, nsel, row, j)));
+        r, ts_r, Quantizer::bits_for(seed, residual_block_index(rows, nkb, nsel, row, j)));
   }
 
   QUADS_DEVICE_API void put(const float (&v)[B], int row, int kb, int j, tensor_scale ts_x,
@@ -451,7 +439,7 @@ __global__ void __launch_bounds__(rac_threads)
     kd::load_raw<T, B>(x + row * row_stride + static_cast<std::int64_t>(kb) * B, raw);
     float v[B];
     kd::widen(raw, v);
-    const auto bx = bits_of<Quantizer>(
+    const auto bx = Quantizer::bits_for(
         seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
     const float a = residual_quantizer<Quantizer>::residual_amax(v, src.x(row), bx);
     if constexpr (per_row)
@@ -494,7 +482,7 @@ __global__ void __launch_bounds__(rac_threads)
       for (int i = 0; i < B; ++i)
         v[i] = ::quads::kernels::detail::to_float(srow[__ldg(order + kb * B + i)]);
       if constexpr (AmaxOnly) {
-        const auto bx = bits_of<Quantizer>(
+        const auto bx = Quantizer::bits_for(
             w.seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
         const float a = residual_quantizer<Quantizer>::residual_amax(v, ts_x, bx);
         if constexpr (per_row)

@@ -174,15 +174,7 @@ rac_activation<Format, Layout> quantize_activation(std::span<const float> x, int
     a.x_scales.assign(1, make_tensor_scale<Format, Options>(quads::reference::amax(xp)));
   }
 
-  const philox4x32_10 gen{args.seed};
-  auto bits_of = [&](std::uint64_t index) {
-    typename Q::random_bits bits{};
-    if constexpr (Options.round == rounding::stochastic)
-      bits = draw_block_bits<Format>(gen, index);
-    else
-      (void)index;
-    return bits;
-  };
+  auto bits_of = [&](std::uint64_t index) { return Q::bits_for(args.seed, index); };
   auto load = [&](int r, int kb, float(&v)[B]) {
     for (int i = 0; i < B; ++i)
       v[i] = xp[static_cast<std::size_t>(r) * K + static_cast<std::size_t>(kb) * B + i];

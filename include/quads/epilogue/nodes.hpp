@@ -261,14 +261,11 @@ struct quantize_output {
       float x[block_size];
       for (int i = 0; i < block_size; ++i) x[i] = f.v[b * block_size + i];
       const int kb = (f.col + b * block_size) / block_size;
-      typename Quantizer::random_bits bits{};
-      if constexpr (Quantizer::options.round == rounding::stochastic)
-        bits = draw_block_bits<format>(
-            philox4x32_10{p.seed},
-            static_cast<::cuda::std::uint64_t>(f.row) *
-                    static_cast<::cuda::std::uint64_t>(p.cols / block_size) +
-                static_cast<::cuda::std::uint64_t>(kb));
-      const packed_block<format> q = Quantizer::quantize(x, ts, bits);
+      const packed_block<format> q = Quantizer::quantize(
+          x, ts,
+          Quantizer::bits_for(p.seed, static_cast<::cuda::std::uint64_t>(f.row) *
+                                              static_cast<::cuda::std::uint64_t>(p.cols / block_size) +
+                                          static_cast<::cuda::std::uint64_t>(kb)));
       ::cuda::std::uint8_t* dst = p.data + packed_offset(f.row, kb * block_size, p.cols);
       for (int i = 0; i < block_size / 2; ++i) dst[i] = q.codes[i];
       p.scales[layout.offset(f.row, kb)] = q.scale;

@@ -61,18 +61,6 @@ struct scale_source {
   }
 };
 
-template <class Quantizer>
-QUADS_DEVICE_API typename Quantizer::random_bits block_bits(std::uint64_t seed,
-                                                            std::uint64_t block_index) {
-  if constexpr (Quantizer::options.round == rounding::stochastic) {
-    return draw_block_bits<typename Quantizer::format>(philox4x32_10{seed}, block_index);
-  } else {
-    (void)seed;
-    (void)block_index;
-    return {};
-  }
-}
-
 //! One quantized block as 32-bit words of codes (element 8w + i in nibble i of word w, i.e. the
 //! bytes of `packed_block::codes` in little-endian order) and the scale byte.
 template <int B>
@@ -135,7 +123,7 @@ QUADS_DEVICE_API void quantize_blocks(float (&v)[U][Quantizer::block_size], tens
 #pragma unroll
     for (int j = 0; j < U; ++j) {
       const packed_block<typename Quantizer::format> pb =
-          Quantizer::quantize(v[j], ts, block_bits<Quantizer>(seed, index[j]));
+          Quantizer::quantize(v[j], ts, Quantizer::bits_for(seed, index[j]));
       out[j].scale = pb.scale;
 #pragma unroll
       for (int w = 0; w < B / 8; ++w)

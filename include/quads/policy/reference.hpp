@@ -121,16 +121,6 @@ std::vector<tensor_scale> tensor_scales_for(std::span<const float> x, int expert
   return ts;
 }
 
-template <class Quantizer>
-typename Quantizer::random_bits bits_for(std::uint64_t seed, std::size_t block_index) {
-  if constexpr (Quantizer::options.round == rounding::stochastic) {
-    return draw_block_bits<typename Quantizer::format>(philox4x32_10{seed}, block_index);
-  } else {
-    (void)seed;
-    (void)block_index;
-    return {};
-  }
-}
 } // namespace detail
 
 //! The trainer's fake quantization of `x` (`[experts, rows, cols]` row-major): every block goes
@@ -165,7 +155,7 @@ fake_quantized fake_quant(std::span<const float> x, int experts, int rows, int c
     float in[B];
     float qd[B];
     for (int i = 0; i < B; ++i) in[i] = x[b * B + i];
-    Quantizer::qdq(in, out.scale_of(e, r), qd, detail::bits_for<Quantizer>(seed, b));
+    Quantizer::qdq(in, out.scale_of(e, r), qd, Quantizer::bits_for(seed, b));
     for (int i = 0; i < B; ++i) out.values[b * B + i] = qd[i];
   }
   return out;
@@ -188,7 +178,7 @@ std::vector<float> block_multipliers(std::span<const float> master, const fake_q
     float in[B];
     for (int i = 0; i < B; ++i) in[i] = master[b * B + i];
     m[b] =
-        block_multiplier<Quantizer>(in, fq.scale_of(e, r), detail::bits_for<Quantizer>(fq.seed, b));
+        block_multiplier<Quantizer>(in, fq.scale_of(e, r), Quantizer::bits_for(fq.seed, b));
   }
   return m;
 }

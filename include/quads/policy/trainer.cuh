@@ -167,10 +167,7 @@ __global__ void __launch_bounds__(threads)
           ts = scales[scale_count == 1 ? 0 : e];
         }
       }
-      typename Quantizer::random_bits bits{};
-      if constexpr (Quantizer::options.round == rounding::stochastic)
-        bits = draw_block_bits<F>(philox4x32_10{seed}, b);
-      m = block_multiplier<Quantizer>(v, ts, bits);
+      m = block_multiplier<Quantizer>(v, ts, Quantizer::bits_for(seed, b));
     }
 #pragma unroll
     for (int i = 0; i < B; ++i) {

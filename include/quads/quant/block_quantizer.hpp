@@ -138,6 +138,20 @@ struct block_quantizer {
     }
   }
 
+  //! The random bits block `block_index` of a tensor uses under stochastic rounding: Philox-4x32-10
+  //! keyed by `seed` at the counter rule of `draw_block_bits`; no bits (all zero) otherwise. Every
+  //! caller (reference, kernels, trainer, RAC, epilogues) draws through this one rule.
+  QUADS_API static constexpr random_bits bits_for(::cuda::std::uint64_t seed,
+                                                  ::cuda::std::uint64_t block_index) noexcept {
+    if constexpr (Options.round == rounding::stochastic) {
+      return draw_block_bits<Format>(philox4x32_10{seed}, block_index);
+    } else {
+      (void)seed;
+      (void)block_index;
+      return {};
+    }
+  }
+
   //! Encodes one element with the block's multiplier; `rbits` (8 bits) only for stochastic.
   QUADS_API static constexpr ::cuda::std::uint8_t encode(float x, float multiplier,
                                                          ::cuda::std::uint32_t rbits = 0) noexcept {

@@ -121,7 +121,6 @@ quantized_tensor<Format, Layout> quantize(std::span<const float> x, int rows, in
       q.tensor_scales.push_back(make_tensor_scale<Format, Options>(amax(x.subspan(e * slice, slice))));
   }
 
-  const philox4x32_10 gen{args.seed};
   const auto layout = q.scale_layout();
   for (int e = 0; e < E; ++e)
     for (int r = 0; r < rows; ++r) {
@@ -130,10 +129,8 @@ quantized_tensor<Format, Layout> quantize(std::span<const float> x, int rows, in
         const std::size_t first = e * slice + static_cast<std::size_t>(r) * cols + kb * B;
         float block[B];
         for (int i = 0; i < B; ++i) block[i] = x[first + i];
-        typename quantizer::random_bits bits{};
-        if constexpr (Options.round == rounding::stochastic)
-          bits = draw_block_bits<Format>(gen, first / B);
-        const packed_block<Format> pb = quantizer::quantize(block, ts, bits);
+        const packed_block<Format> pb =
+            quantizer::quantize(block, ts, quantizer::bits_for(args.seed, first / B));
         for (int i = 0; i < B / 2; ++i) q.data[first / 2 + i] = pb.codes[i];
         q.scales[layout.offset(e, r, kb)] = pb.scale;
       }
