@@ -130,6 +130,10 @@ struct rac_activations {
   const int* slot = nullptr;
   int selected = 0;  //!< |S| (a multiple of the block size)
   compensation::residual_scale residual = compensation::residual_scale::shared;
+  //! Grouped GEMM only (`quads/gemm/grouped.cuh`; ignored by `decode_gemm`): ints between the
+  //! slot tables of consecutive experts. 0: one table shared by all experts (gate_up: one
+  //! channel set per layer); K / B: one table per expert (down), indexed by the row's expert.
+  int slot_expert_stride = 0;
 };
 
 namespace detail {
@@ -221,10 +225,10 @@ QUADS_DEVICE_API uint4 stage_octet(const decode_params& p, int m, int k) {
 
 //! The residual octet for logical k of token m (zero when k's block is not selected).
 template <mma_lane Lane, class Act>
-QUADS_DEVICE_API uint4 stage_residual(const decode_params& p, int m, int k) {
+QUADS_DEVICE_API uint4 stage_residual(const decode_params& p, const int* slot, int m, int k) {
   using T = activation_traits<Act>;
   constexpr int B = T::block_size;
-  const int j = __ldg(p.slot + k / B);
+  const int j = __ldg(slot + k / B);
   if (j < 0) return make_uint4(0u, 0u, 0u, 0u);
   using L = fp4_loader<typename T::format, Lane>;
   const std::uint8_t* row = static_cast<const std::uint8_t*>(p.a_data) +
@@ -238,26 +242,36 @@ QUADS_DEVICE_API uint4 stage_residual(const decode_params& p, int m, int k) {
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
-//! The mainloop: one CTA = 64 weight rows x 16 tokens x one split's chunks (decode_layout.hpp).
+//! One work item of the mainloop: a CTA's 64 weight rows x up to 16 A rows x a chunk range.
+struct decode_tile {
+  int n_cta;        //!< first weight row of the CTA
+  int m0, m_end;    //!< A rows [m0, m_end), at most tokens_per_cta of them
+  int chunk_begin, chunk_end;
+  int split;        //!< partial index in the workspace (deterministic reduction)
+  const std::uint8_t* w_data;    //!< this item's weight matrix [N, K] (an expert's, if grouped)
+  const std::uint8_t* w_scales;
+  const int* slot;               //!< RAC slot table of this item's rows
+};
+
+//! Runs one work item (decode_layout.hpp); `act` / `res` are the CTA's shared staging slots.
+//! Called by every thread of the CTA (it synchronises); `p.M` is the row count of the workspace.
 template <mma_lane Lane, block_scaled_format WF, class Act>
-__global__ void __launch_bounds__(decode_layout::threads)
-    decode_mainloop(const __grid_constant__ decode_params p) {
+__device__ __forceinline__ void run_decode_tile(const decode_params& p, const decode_tile& tile,
+                                                uint4* act, uint4* res) {
   using DL = decode_layout;
   using T = activation_traits<Act>;
   using WL = fp4_loader<WF, Lane>;
   constexpr int WB = WF::block_size;
   constexpr int blocks_per_lane = 32 / WB;  // weight blocks in one lane's 32 codes of a row
-  __shared__ uint4 act[DL::slab_slots];
-  __shared__ uint4 res[T::rac ? DL::slab_slots : 1];
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, t = lane % 4;
-  const int n0 = static_cast<int>(blockIdx.x) * DL::rows_per_cta + warp * DL::rows_per_warp;
-  const int m0 = static_cast<int>(blockIdx.y) * DL::tokens_per_cta;
-  const int split = static_cast<int>(blockIdx.z);
-  const int chunk_begin = split * p.chunks_per_split;
-  const int chunk_end = min(chunk_begin + p.chunks_per_split, p.chunks);
-  const int tokens = min(DL::tokens_per_cta, p.M - m0);
+  const int n0 = tile.n_cta + warp * DL::rows_per_warp;
+  const int m0 = tile.m0;
+  const int split = tile.split;
+  const int chunk_begin = tile.chunk_begin;
+  const int chunk_end = tile.chunk_end;
+  const int tokens = min(DL::tokens_per_cta, tile.m_end - m0);
   const int ntiles = tokens > 8 ? 2 : 1;
   const bool warp_active = n0 < p.N;
   const std::size_t row_bytes = static_cast<std::size_t>(p.K / 2);
@@ -282,7 +296,7 @@ __global__ void __launch_bounds__(decode_layout::threads)
         const int n = n0 + g + 8 * r;
         const int kseg = DL::word_k(slab + c, t, 0);
         if (c < nch && n < p.N && kseg < p.K) {
-          const std::uint8_t* ptr = p.w_data + static_cast<std::size_t>(n) * row_bytes + kseg / 2;
+          const std::uint8_t* ptr = tile.w_data + static_cast<std::size_t>(n) * row_bytes + kseg / 2;
           if (p.w_vec16) {
             wq[c][r] = __ldcs(reinterpret_cast<const uint4*>(ptr));
           } else {
@@ -291,7 +305,7 @@ __global__ void __launch_bounds__(decode_layout::threads)
                                              : make_uint2(0u, 0u);
             wq[c][r] = make_uint4(lo.x, lo.y, hi.x, hi.y);
           }
-          const std::uint8_t* srow = p.w_scales + static_cast<std::size_t>(n) * w_scale_cols;
+          const std::uint8_t* srow = tile.w_scales + static_cast<std::size_t>(n) * w_scale_cols;
 #pragma unroll
           for (int b = 0; b < blocks_per_lane; ++b)
             if (kseg + b * WB < p.K) sc[c][r][b] = __ldg(srow + (kseg + b * WB) / WB);
@@ -305,9 +319,9 @@ __global__ void __launch_bounds__(decode_layout::threads)
       const int c = oc / 16, o = oc % 16;
       const int m = m0 + n, k = (slab + c) * DL::chunk_k + 8 * o;
       uint4 v = make_uint4(0u, 0u, 0u, 0u), rv = v;
-      if (m < p.M && k < p.K) {
+      if (m < tile.m_end && k < p.K) {
         v = stage_octet<Lane, Act>(p, m, k);
-        if constexpr (T::rac) rv = stage_residual<Lane, Act>(p, m, k);
+        if constexpr (T::rac) rv = stage_residual<Lane, Act>(p, tile.slot, m, k);
       }
       act[DL::stage_slot(c, n, o)] = v;
       if constexpr (T::rac) res[DL::stage_slot(c, n, o)] = rv;
@@ -323,7 +337,7 @@ __global__ void __launch_bounds__(decode_layout::threads)
         const int kb0 = (slab + c) * DL::chunk_k / T::block_size;
         const int nkb = p.K / T::block_size;
         for (int b = 0; b < DL::chunk_k / T::block_size; ++b)
-          if (kb0 + b < nkb && __ldg(p.slot + kb0 + b) >= 0) any_residual = true;
+          if (kb0 + b < nkb && __ldg(tile.slot + kb0 + b) >= 0) any_residual = true;
       }
 #pragma unroll
       for (int w = 0; w < DL::words_per_lane; ++w) {
@@ -365,7 +379,7 @@ __global__ void __launch_bounds__(decode_layout::threads)
     for (int e = 0; e < 4; ++e) {
       const int n = n0 + g + (e >= 2 ? 8 : 0);
       const int m = m0 + 8 * j + 2 * t + (e & 1);
-      if (n >= p.N || m >= p.M) continue;
+      if (n >= p.N || m >= tile.m_end) continue;
       const std::size_t o = static_cast<std::size_t>(m) * p.N + n;
       const float v = acc[j][e] * p.fold;  // exact: a power of two
       const float vr = acc_r[j][e] * p.fold;
@@ -380,17 +394,33 @@ __global__ void __launch_bounds__(decode_layout::threads)
   }
 }
 
+//! The dense mainloop: one CTA = 64 weight rows x 16 tokens x one split's chunks.
+template <mma_lane Lane, block_scaled_format WF, class Act>
+__global__ void __launch_bounds__(decode_layout::threads)
+    decode_mainloop(const __grid_constant__ decode_params p) {
+  using DL = decode_layout;
+  __shared__ uint4 act[DL::slab_slots];
+  __shared__ uint4 res[activation_traits<Act>::rac ? DL::slab_slots : 1];
+  decode_tile tile;
+  tile.n_cta = static_cast<int>(blockIdx.x) * DL::rows_per_cta;
+  tile.m0 = static_cast<int>(blockIdx.y) * DL::tokens_per_cta;
+  tile.m_end = min(tile.m0 + DL::tokens_per_cta, p.M);
+  tile.split = static_cast<int>(blockIdx.z);
+  tile.chunk_begin = tile.split * p.chunks_per_split;
+  tile.chunk_end = min(tile.chunk_begin + p.chunks_per_split, p.chunks);
+  tile.w_data = p.w_data;
+  tile.w_scales = p.w_scales;
+  tile.slot = p.slot;
+  run_decode_tile<Lane, WF, Act>(p, tile, act, res);
+}
+
 //! The epilogue pass: sums the split partials in split order and runs the chain on fragments of
 //! `W` consecutive columns of one row (one thread per fragment).
 template <class Epi, int W>
-__global__ void __launch_bounds__(128)
-    decode_epilogue(const float* ws, const float* ws_r, int M, int N, int partials,
-                    const __grid_constant__ typename Epi::params ep) {
-  const int per_row = (N + W - 1) / W;
-  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= static_cast<long long>(M) * per_row) return;
-  const int m = static_cast<int>(idx / per_row);
-  const int col = static_cast<int>(idx % per_row) * W;
+__device__ __forceinline__ void epilogue_fragment_at(const float* ws, const float* ws_r, int M,
+                                                     int N, int partials,
+                                                     const typename Epi::params& ep, int m,
+                                                     int col) {
   const std::size_t MN = static_cast<std::size_t>(M) * static_cast<std::size_t>(N);
   epilogue::fragment<W> f;
   f.row = m;
@@ -416,6 +446,18 @@ __global__ void __launch_bounds__(128)
   (void)epilogue::apply_node<Epi>(f, ep);
 }
 
+template <class Epi, int W>
+__global__ void __launch_bounds__(128)
+    decode_epilogue(const float* ws, const float* ws_r, int M, int N, int partials,
+                    const __grid_constant__ typename Epi::params ep) {
+  const int per_row = (N + W - 1) / W;
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<long long>(M) * per_row) return;
+  const int m = static_cast<int>(idx / per_row);
+  const int col = static_cast<int>(idx % per_row) * W;
+  epilogue_fragment_at<Epi, W>(ws, ws_r, M, N, partials, ep, m, col);
+}
+
 //! The power of two the activation lanes are scaled down by (0 for dense activations).
 template <class Act, mma_lane Lane>
 consteval int activation_fold() {
@@ -435,17 +477,19 @@ template <class Epi>
 inline constexpr int epilogue_fragment_width =
     epilogue::detail::lcm(epilogue::detail::node_input_width<Epi>, 16);
 
-//! Runs `y = Epi(A W^T)` as planned by `plan_decode(M, N, K, residual)` (see the file comment).
-//! Requirements / checks (each refusal returns cudaErrorInvalidValue with a message):
-//! M, N, K > 0 and equal to the plan's; K a multiple of both operands' block sizes; non-null,
-//! aligned pointers; `workspace` at least `plan.workspace_bytes`; `plan.residual` exactly when
-//! the activations are RAC with `residual_scale::own`; the epilogue reads the residual exactly
-//! then; the epilogue's own argument checks; a device of compute capability 9.0 or newer.
-template <mma_lane Lane, class Epi, block_scaled_format WF, class Act>
-cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const Act& a,
-                        const typename Epi::arguments& epi, void* workspace, cudaStream_t stream) {
+namespace detail {
+
+#define QUADS_GEMM_MSG(text) (Grouped ? "quads: grouped_gemm: " text : "quads: decode_gemm: " text)
+
+//! The argument checks shared by `decode_gemm` and `grouped_gemm` (the shapes are the plan's:
+//! `M` = rows of A and of the workspace, `N`, `K` of one weight matrix) and the mainloop
+//! parameters they produce. Returns cudaSuccess or the refusal (with its message).
+template <bool Grouped, mma_lane Lane, class Epi, block_scaled_format WF, class Act>
+cudaError_t check_and_fill(int M, int N, int K, bool plan_residual, const fp4_weights<WF>& w,
+                           const Act& a, const typename Epi::arguments& epi, void* workspace,
+                           decode_params& p) {
   static_assert(epilogue::check_epilogue_node<Epi>());
-  using AT = detail::activation_traits<Act>;
+  using AT = activation_traits<Act>;
   using ::quads::kernels::detail::aligned;
   using ::quads::kernels::detail::fail;
   static_assert(!std::is_same_v<Act, dense_activations<fp16_lane>> || std::is_same_v<Lane, fp16_lane>,
@@ -456,36 +500,30 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
     static_assert(std::is_same_v<typename AT::format, WF>,
                   "quads: RAC composition (b) needs the same format (block size) for the "
                   "activation's residual blocks and the weight blocks they reuse");
-  const int M = plan.M, N = plan.N, K = plan.K;
-  if (M <= 0 || N <= 0 || K <= 0 || plan.chunks <= 0)
-    return fail("quads: decode_gemm: M, N and K must be positive (plan_decode of the shape)");
-  if ((M + decode_layout::tokens_per_cta - 1) / decode_layout::tokens_per_cta > 65535)
-    return fail("quads: decode_gemm: M above 1048560 tokens (grid y limit); split the batch");
   if (K % WF::block_size != 0 || K % AT::block_size != 0)
-    return fail("quads: decode_gemm: K must be a multiple of both operands' block sizes");
-  const decode_plan expect = plan_decode(M, N, K, plan.residual, {plan.splits, plan.mode});
-  if (expect.chunks_per_split != plan.chunks_per_split || expect.splits != plan.splits ||
-      expect.workspace_bytes != plan.workspace_bytes)
-    return fail("quads: decode_gemm: the plan is inconsistent; make it with plan_decode");
+    return fail(QUADS_GEMM_MSG("K must be a multiple of both operands' block sizes"));
   if (w.data == nullptr || w.scales == nullptr)
-    return fail("quads: decode_gemm: weight data / scales are null");
+    return fail(QUADS_GEMM_MSG("weight data / scales are null"));
   if (!aligned(w.data, K % 32 == 0 ? 16 : 8))
-    return fail("quads: decode_gemm: weight data must be 16-byte aligned (8 when K % 32 != 0)");
+    return fail(QUADS_GEMM_MSG("weight data must be 16-byte aligned (8 when K % 32 != 0)"));
   bool own = false;
   int a_row_bytes = 0, a_scale_cols = 0;
   const int* slot = nullptr;
   if constexpr (!AT::fp4) {
     if (a.data == nullptr || !aligned(a.data, 16))
-      return fail("quads: decode_gemm: dense activations must be non-null and 16-byte aligned");
+      return fail(QUADS_GEMM_MSG("dense activations must be non-null and 16-byte aligned"));
   } else {
     if (a.data == nullptr || a.scales == nullptr || !aligned(a.data, 4))
-      return fail("quads: decode_gemm: FP4 activations: data (4-byte aligned) and scales needed");
+      return fail(QUADS_GEMM_MSG("FP4 activations: data (4-byte aligned) and scales needed"));
     int Kp = K;
     if constexpr (AT::rac) {
       if (a.slot == nullptr || a.selected < 0 || a.selected % AT::block_size != 0 ||
           a.selected > K)
-        return fail("quads: decode_gemm: RAC activations need the slot table and a selected "
-                    "count that is a multiple of the block size, at most K");
+        return fail(QUADS_GEMM_MSG("RAC activations need the slot table and a selected count "
+                                   "that is a multiple of the block size, at most K"));
+      if (Grouped && a.slot_expert_stride != 0 && a.slot_expert_stride != K / AT::block_size)
+        return fail(QUADS_GEMM_MSG("RAC slot_expert_stride must be 0 (one shared table) or "
+                                   "K / B (a table per expert)"));
       Kp = K + a.selected;
       own = a.residual == compensation::residual_scale::own;
       slot = a.slot;
@@ -493,35 +531,33 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
     a_row_bytes = Kp / 2;
     a_scale_cols = Kp / AT::block_size;
   }
-  if (plan.residual != own)
-    return fail("quads: decode_gemm: plan_decode(..., residual) must be true exactly for RAC "
-                "activations with residual_scale::own");
-  if (detail::reads_residual_of<Epi>::value != own)
-    return fail(own ? "quads: decode_gemm: RAC with residual_scale::own needs an epilogue with "
-                      "rac_residual, or the residual term would be dropped"
-                    : "quads: decode_gemm: the epilogue reads a residual accumulator, which only "
-                      "RAC activations with residual_scale::own produce");
+  if (plan_residual != own)
+    return fail(QUADS_GEMM_MSG("the plan's residual flag must be true exactly for RAC "
+                               "activations with residual_scale::own"));
+  if (reads_residual_of<Epi>::value != own)
+    return fail(own ? QUADS_GEMM_MSG("RAC with residual_scale::own needs an epilogue with "
+                                     "rac_residual, or the residual term would be dropped")
+                    : QUADS_GEMM_MSG("the epilogue reads a residual accumulator, which only "
+                                     "RAC activations with residual_scale::own produce"));
   if (workspace == nullptr || !aligned(workspace, 16))
-    return fail("quads: decode_gemm: workspace must be non-null, 16-byte aligned, "
-                "plan.workspace_bytes long");
+    return fail(QUADS_GEMM_MSG("workspace must be non-null, 16-byte aligned, "
+                               "plan.workspace_bytes long"));
   if (const char* why = epilogue::check_arguments<Epi>(epi, M, N)) return fail(why);
   int dev = 0, major = 0;
   if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess)
-    return fail("quads: decode_gemm: no current CUDA device", e);
+    return fail(QUADS_GEMM_MSG("no current CUDA device"), e);
   if (const cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
       e != cudaSuccess)
-    return fail("quads: decode_gemm: cannot query the device's compute capability", e);
+    return fail(QUADS_GEMM_MSG("cannot query the device's compute capability"), e);
   if (major < 9)
-    return fail("quads: decode_gemm: needs compute capability 9.0 or newer (mul.bf16x2, built "
-                "for sm_90a)");
+    return fail(QUADS_GEMM_MSG("needs compute capability 9.0 or newer (mul.bf16x2, built "
+                               "for sm_90a)"));
 
-  constexpr int fold_a = detail::activation_fold<Act, Lane>();
-  detail::decode_params p{};
+  constexpr int fold_a = activation_fold<Act, Lane>();
+  p = decode_params{};
   p.M = M;
   p.N = N;
   p.K = K;
-  p.chunks = plan.chunks;
-  p.chunks_per_split = plan.chunks_per_split;
   p.w_data = w.data;
   p.w_scales = w.scales;
   p.a_data = a.data;
@@ -531,11 +567,46 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
   p.slot = slot;
   p.own = own;
   p.w_vec16 = K % 32 == 0;
-  p.mode = plan.mode;
   p.fold = ::quads::detail::from_bits(
       static_cast<std::uint32_t>(127 + fp4_loader<WF, Lane>::fold_log2 + fold_a) << 23);
   p.ws = static_cast<float*>(workspace);
-  p.ws_r = own ? p.ws + plan.residual_offset() : nullptr;
+  return cudaSuccess;
+}
+
+#undef QUADS_GEMM_MSG
+
+} // namespace detail
+
+//! Runs `y = Epi(A W^T)` as planned by `plan_decode(M, N, K, residual)` (see the file comment).
+//! Requirements / checks (each refusal returns cudaErrorInvalidValue with a message):
+//! M, N, K > 0 and equal to the plan's; K a multiple of both operands' block sizes; non-null,
+//! aligned pointers; `workspace` at least `plan.workspace_bytes`; `plan.residual` exactly when
+//! the activations are RAC with `residual_scale::own`; the epilogue reads the residual exactly
+//! then; the epilogue's own argument checks; a device of compute capability 9.0 or newer.
+template <mma_lane Lane, class Epi, block_scaled_format WF, class Act>
+cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const Act& a,
+                        const typename Epi::arguments& epi, void* workspace, cudaStream_t stream) {
+  using ::quads::kernels::detail::fail;
+  const int M = plan.M, N = plan.N, K = plan.K;
+  if (M <= 0 || N <= 0 || K <= 0 || plan.chunks <= 0)
+    return fail("quads: decode_gemm: M, N and K must be positive (plan_decode of the shape)");
+  if ((M + decode_layout::tokens_per_cta - 1) / decode_layout::tokens_per_cta > 65535)
+    return fail("quads: decode_gemm: M above 1048560 tokens (grid y limit); split the batch");
+  if (K % 16 != 0)
+    return fail("quads: decode_gemm: K must be a multiple of both operands' block sizes");
+  const decode_plan expect = plan_decode(M, N, K, plan.residual, {plan.splits, plan.mode});
+  if (expect.chunks_per_split != plan.chunks_per_split || expect.splits != plan.splits ||
+      expect.workspace_bytes != plan.workspace_bytes)
+    return fail("quads: decode_gemm: the plan is inconsistent; make it with plan_decode");
+  detail::decode_params p;
+  if (const cudaError_t e = detail::check_and_fill<false, Lane, Epi>(M, N, K, plan.residual, w, a,
+                                                                     epi, workspace, p);
+      e != cudaSuccess)
+    return e;
+  p.chunks = plan.chunks;
+  p.chunks_per_split = plan.chunks_per_split;
+  p.mode = plan.mode;
+  p.ws_r = p.own ? p.ws + plan.residual_offset() : nullptr;
 
   if (plan.mode == reduction::atomic)
     if (const cudaError_t e = cudaMemsetAsync(workspace, 0, plan.workspace_bytes, stream);

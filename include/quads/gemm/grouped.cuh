@@ -1,0 +1,229 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Grouped expert GEMM (nvcc only): one launch over all active experts of a MoE layer,
+//!        packed FP4 expert stacks `[E, N, K]`, rows grouped by expert through device offsets,
+//!        no CTA for an empty expert, no host synchronisation (graph-capturable).
+//!
+//! `y[m, :] = Epi(A[m, :] W_e^T)` for `m` in `[offsets[e], offsets[e + 1])`. The mainloop is the
+//! decode GEMM's (`quads/gemm/decode.cuh`: FP4 weights dequantized in registers,
+//! `mma.sync.m16n8k16` with weights on M and up to 16 rows of A on N, split-K), driven by a
+//! persistent tile scheduler that reads `offsets` on the device (`quads/gemm/grouped_layout.hpp`).
+//! Activations are any of `dense_activations`, `fp4_activations`, `rac_activations` (for RAC,
+//! `slot_expert_stride` = 0 shares one slot table between the experts, K / B gives each expert
+//! its own; `selected` is the same for all experts).
+//!
+//! Epilogue rows are A rows (`fragment::row` = m in `[offsets[0], offsets[E])`; rows outside are
+//! neither computed nor stored). The epilogue does not receive the expert index: per-expert
+//! alpha comes through `epilogue::scale_alpha` with `scale_source::expert` and an
+//! `expert_of_row` table (written by routing).
+//! @code
+//!   auto plan = quads::gemm::plan_grouped(max_rows, N, K, E, /*residual=*/false);
+//!   quads::gemm::grouped_gemm<quads::gemm::bf16_lane, epi>(
+//!       plan, quads::gemm::fp4_expert_weights<quads::nvfp4>{w, w_scales, E},
+//!       quads::gemm::fp4_activations<quads::nvfp4>{x, x_scales}, offsets, epi_args, workspace,
+//!       stream);
+//! @endcode
+//! Enqueued work: with `reduction::atomic` a `cudaMemsetAsync` of the workspace, then the
+//! mainloop kernel, then the epilogue kernel.
+#pragma once
+
+#if !defined(__CUDACC__)
+#  error "quads/gemm/grouped.cuh needs nvcc (CUDA C++)"
+#endif
+
+#include <quads/gemm/decode.cuh>
+#include <quads/gemm/grouped_layout.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace quads::gemm {
+
+//! Packed FP4 expert stack `[E, N, K]`: `data` E * N * K / 2 bytes (expert e's matrix starts at
+//! `e * N * K / 2`, row-major packed codes as in `fp4_weights`), `scales` `[E, N, K / B]`
+//! linear bytes. Alignment: `data` 16 bytes (8 when K % 32 != 0).
+template <block_scaled_format Format>
+struct fp4_expert_weights {
+  using format = Format;
+  const std::uint8_t* data = nullptr;
+  const std::uint8_t* scales = nullptr;
+  int experts = 0;
+};
+
+namespace detail {
+
+//! What the grouped scheduler reads (trivially copyable).
+struct grouped_sched {
+  const int* offsets;
+  int experts;
+  int max_rows;
+  int splits;
+  int n_tiles;
+  std::size_t w_expert_bytes;        //!< N * K / 2
+  std::size_t w_expert_scale_bytes;  //!< N * K / B
+  int slot_stride;                   //!< ints between experts' RAC slot tables (0: shared)
+};
+
+//! Fills `off[0..E]` (offsets clamped to [0, max_rows]) and `prefix[0..E]` (m-tiles of the
+//! experts before e) in shared memory; every thread of the CTA calls it.
+__device__ __forceinline__ void grouped_prefix(const grouped_sched& s, int* off, int* prefix,
+                                               int* warp_total) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int nthreads = static_cast<int>(blockDim.x);
+  const int E = s.experts;
+  const int per = (E + nthreads - 1) / nthreads;
+  auto clamp_row = [&](int v) { return v < 0 ? 0 : (v > s.max_rows ? s.max_rows : v); };
+  int local = 0;
+  for (int i = 0; i < per; ++i) {
+    const int e = tid * per + i;
+    if (e < E) {
+      const int lo = clamp_row(s.offsets[e]);
+      const int hi = clamp_row(s.offsets[e + 1]);
+      off[e] = lo;
+      if (e == E - 1) off[E] = hi;
+      local += grouped_m_tiles(hi - lo);
+    }
+  }
+  // block-wide exclusive scan of `local`
+  const int lane = tid % 32, warp = tid / 32;
+  int inc = local;
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const int v = __shfl_up_sync(0xffffffffu, inc, d);
+    if (lane >= d) inc += v;
+  }
+  if (lane == 31) warp_total[warp] = inc;
+  __syncthreads();
+  int before = inc - local;
+  for (int w = 0; w < warp; ++w) before += warp_total[w];
+  for (int i = 0; i < per; ++i) {
+    const int e = tid * per + i;
+    if (e < E) {
+      prefix[e] = before;
+      const int lo = clamp_row(s.offsets[e]);
+      const int hi = clamp_row(s.offsets[e + 1]);
+      before += grouped_m_tiles(hi - lo);
+      if (e == E - 1) prefix[E] = before;
+    }
+  }
+  __syncthreads();
+}
+
+//! The grouped mainloop: a persistent CTA walks the flat item list (grouped_layout.hpp).
+template <mma_lane Lane, block_scaled_format WF, class Act>
+__global__ void __launch_bounds__(decode_layout::threads)
+    grouped_mainloop(const __grid_constant__ decode_params p, const __grid_constant__ grouped_sched s) {
+  using DL = decode_layout;
+  __shared__ uint4 act[DL::slab_slots];
+  __shared__ uint4 res[activation_traits<Act>::rac ? DL::slab_slots : 1];
+  __shared__ int off[grouped_max_experts + 1];
+  __shared__ int prefix[grouped_max_experts + 1];
+  __shared__ int warp_total[DL::warps];
+  grouped_prefix(s, off, prefix, warp_total);
+  const long total = static_cast<long>(prefix[s.experts]) * s.splits * s.n_tiles;
+  for (long w = blockIdx.x; w < total; w += gridDim.x) {
+    const grouped_item it = grouped_item_at(w, prefix, off, s.experts, s.splits, s.n_tiles);
+    decode_tile tile;
+    tile.n_cta = it.n_tile * DL::rows_per_cta;
+    tile.m0 = it.m0;
+    tile.m_end = it.m_end;
+    tile.split = it.split;
+    tile.chunk_begin = it.split * p.chunks_per_split;
+    tile.chunk_end = min(tile.chunk_begin + p.chunks_per_split, p.chunks);
+    tile.w_data = p.w_data + static_cast<std::size_t>(it.expert) * s.w_expert_bytes;
+    tile.w_scales = p.w_scales + static_cast<std::size_t>(it.expert) * s.w_expert_scale_bytes;
+    tile.slot = p.slot != nullptr ? p.slot + static_cast<std::size_t>(it.expert) * s.slot_stride
+                                  : nullptr;
+    run_decode_tile<Lane, WF, Act>(p, tile, act, res);
+  }
+}
+
+//! The grouped epilogue pass: rows in [offsets[0], offsets[E]) only.
+template <class Epi, int W>
+__global__ void __launch_bounds__(128)
+    grouped_epilogue(const float* ws, const float* ws_r, int max_rows, int N, int partials,
+                     const int* offsets, int experts,
+                     const __grid_constant__ typename Epi::params ep) {
+  const int per_row = (N + W - 1) / W;
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<long long>(max_rows) * per_row) return;
+  const int m = static_cast<int>(idx / per_row);
+  const int first = offsets[0], last = offsets[experts];
+  if (m < first || m >= last) return;
+  const int col = static_cast<int>(idx % per_row) * W;
+  epilogue_fragment_at<Epi, W>(ws, ws_r, max_rows, N, partials, ep, m, col);
+}
+
+} // namespace detail
+
+//! Runs the grouped GEMM planned by `plan_grouped(max_rows, N, K, experts, residual)` (see the
+//! file comment). `expert_offsets`: device `int[E + 1]`, non-decreasing, `offsets[E] <=
+//! max_rows` (values are clamped to [0, max_rows]; rows outside [offsets[0], offsets[E]) are
+//! ignored). Checks as `decode_gemm`, plus: experts in [1, grouped_max_experts] and equal to the
+//! plan's and the weights'; offsets non-null and 4-byte aligned; RAC `slot_expert_stride` 0 or
+//! K / B. Refusals return cudaErrorInvalidValue with a message, nothing enqueued.
+template <mma_lane Lane, class Epi, block_scaled_format WF, class Act>
+cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>& w, const Act& a,
+                         const int* expert_offsets, const typename Epi::arguments& epi,
+                         void* workspace, cudaStream_t stream) {
+  using ::quads::kernels::detail::aligned;
+  using ::quads::kernels::detail::fail;
+  using AT = detail::activation_traits<Act>;
+  const int M = plan.max_rows, N = plan.N, K = plan.K, E = plan.experts;
+  if (M <= 0 || N <= 0 || K <= 0 || E <= 0 || plan.chunks <= 0)
+    return fail("quads: grouped_gemm: max_rows, N, K and experts must be positive "
+                "(plan_grouped of the shape)");
+  if (E > grouped_max_experts)
+    return fail("quads: grouped_gemm: more experts than grouped_max_experts (1024)");
+  if (w.experts != E)
+    return fail("quads: grouped_gemm: the weights' expert count differs from the plan's");
+  if (K % 16 != 0)
+    return fail("quads: grouped_gemm: K must be a multiple of both operands' block sizes");
+  const grouped_plan expect =
+      plan_grouped(M, N, K, E, plan.residual, {plan.splits, plan.mode});
+  if (expect.chunks_per_split != plan.chunks_per_split || expect.splits != plan.splits ||
+      expect.workspace_bytes != plan.workspace_bytes || expect.n_tiles != plan.n_tiles ||
+      plan.ctas <= 0)
+    return fail("quads: grouped_gemm: the plan is inconsistent; make it with plan_grouped");
+  if (expert_offsets == nullptr || !aligned(expert_offsets, 4))
+    return fail("quads: grouped_gemm: expert_offsets must be a non-null device int[E + 1]");
+  detail::decode_params p;
+  if (const cudaError_t e = detail::check_and_fill<true, Lane, Epi>(
+          M, N, K, plan.residual, fp4_weights<WF>{w.data, w.scales}, a, epi, workspace, p);
+      e != cudaSuccess)
+    return e;
+  p.chunks = plan.chunks;
+  p.chunks_per_split = plan.chunks_per_split;
+  p.mode = plan.mode;
+  p.ws_r = p.own ? p.ws + plan.residual_offset() : nullptr;
+
+  detail::grouped_sched s{};
+  s.offsets = expert_offsets;
+  s.experts = E;
+  s.max_rows = M;
+  s.splits = plan.splits;
+  s.n_tiles = plan.n_tiles;
+  s.w_expert_bytes = static_cast<std::size_t>(N) * static_cast<std::size_t>(K) / 2;
+  s.w_expert_scale_bytes =
+      static_cast<std::size_t>(N) * static_cast<std::size_t>(K / WF::block_size);
+  s.slot_stride = 0;
+  if constexpr (AT::rac) s.slot_stride = a.slot_expert_stride;
+
+  if (plan.mode == reduction::atomic)
+    if (const cudaError_t e = cudaMemsetAsync(workspace, 0, plan.workspace_bytes, stream);
+        e != cudaSuccess)
+      return fail(cudaGetErrorString(e), e);
+  detail::grouped_mainloop<Lane, WF, Act>
+      <<<static_cast<unsigned>(plan.ctas), decode_layout::threads, 0, stream>>>(p, s);
+  constexpr int W = epilogue_fragment_width<Epi>;
+  const long long frags = static_cast<long long>(M) * ((N + W - 1) / W);
+  const unsigned blocks = static_cast<unsigned>((frags + 127) / 128);
+  detail::grouped_epilogue<Epi, W><<<blocks, 128, 0, stream>>>(
+      p.ws, p.ws_r, M, N, plan.stored_partials(), expert_offsets, E, Epi::to_params(epi));
+  return ::quads::kernels::detail::after_launch();
+}
+
+} // namespace quads::gemm

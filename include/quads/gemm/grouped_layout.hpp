@@ -1,0 +1,141 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The grouped (MoE expert) GEMM's launch plan and its device-side tile scheduler
+//!        (host + device), shared by `quads/gemm/grouped.cuh` and the host tests.
+//!
+//! Overview (docs/gemm.md, "Grouped expert GEMM"). A rows `[0, max_rows)` are grouped by expert:
+//! rows `[offsets[e], offsets[e + 1])` use expert e's weights `[N, K]` (offsets written on the
+//! device by routing; the host never reads them). The work is a flat list of items
+//! `(m-tile, split, n-tile)` over the non-empty experts only: expert e has
+//! `ceil(rows_e / tokens_per_cta)` m-tiles, and every m-tile has `splits * n_tiles` items. A
+//! persistent grid of `plan.ctas` CTAs walks the list (item = blockIdx.x, += gridDim.x); each CTA
+//! first builds the prefix sums of m-tiles per expert in shared memory from `offsets`, then finds
+//! an item's expert by binary search. So no CTA works for an empty expert, and the launch needs
+//! no host synchronisation (graph-capturable).
+#pragma once
+
+#include <quads/config.hpp>
+
+#include <quads/gemm/decode_layout.hpp>
+
+#include <cuda/std/cstddef>
+
+namespace quads::gemm {
+
+//! Largest expert count of one grouped launch (the scheduler's shared-memory prefix table).
+inline constexpr int grouped_max_experts = 1024;
+
+//! How to run one grouped GEMM (host side; see the file comment).
+struct grouped_plan {
+  int max_rows = 0;  //!< rows of A (and of the workspace); offsets[E] <= max_rows
+  int N = 0;
+  int K = 0;
+  int experts = 0;
+  int splits = 1;
+  int chunks = 0;            //!< ceil(K / chunk_k)
+  int chunks_per_split = 0;
+  int n_tiles = 0;           //!< ceil(N / rows_per_cta)
+  int ctas = 0;              //!< persistent grid size
+  reduction mode = reduction::deterministic;
+  bool residual = false;     //!< a second accumulator (RAC composition (b), `own` scale)
+  ::cuda::std::size_t workspace_bytes = 0;
+
+  constexpr ::cuda::std::size_t partial_floats() const noexcept {
+    return static_cast<::cuda::std::size_t>(max_rows) * static_cast<::cuda::std::size_t>(N);
+  }
+  constexpr int stored_partials() const noexcept {
+    return mode == reduction::deterministic ? splits : 1;
+  }
+  constexpr ::cuda::std::size_t residual_offset() const noexcept {
+    return partial_floats() * static_cast<::cuda::std::size_t>(stored_partials());
+  }
+  //! An upper bound on the m-tiles of any routing: sum_e ceil(rows_e / 16) over non-empty experts.
+  constexpr long max_m_tiles() const noexcept {
+    const long T = decode_layout::tokens_per_cta;
+    const long busy = experts < max_rows ? experts : max_rows;  // non-empty experts at most
+    const long bound = (static_cast<long>(max_rows) + (T - 1) * busy) / T;
+    return bound;
+  }
+};
+
+//! The plan for a grouped GEMM over `experts` weight matrices `[N, K]` and at most `max_rows`
+//! A rows, on a GPU with `sm_count` SMs. `opt.splits = 0` picks the split-K factor from the
+//! expected tile count `max(ceil(max_rows / 16), min(experts, max_rows))` (decode: every row in
+//! its own expert) for about two CTAs per SM, keeping at least 4 chunks per split. Shapes are not
+//! checked here (the launcher does); non-positive sizes give an empty plan (`chunks = 0`).
+constexpr grouped_plan plan_grouped(int max_rows, int N, int K, int experts, bool residual,
+                                          decode_options opt = {}, int sm_count = 132) noexcept {
+  grouped_plan p;
+  p.max_rows = max_rows;
+  p.N = N;
+  p.K = K;
+  p.experts = experts;
+  p.mode = opt.mode;
+  p.residual = residual;
+  if (max_rows <= 0 || N <= 0 || K <= 0 || experts <= 0) return p;
+  using L = decode_layout;
+  p.chunks = (K + L::chunk_k - 1) / L::chunk_k;
+  p.n_tiles = (N + L::rows_per_cta - 1) / L::rows_per_cta;
+  const long by_rows = (static_cast<long>(max_rows) + L::tokens_per_cta - 1) / L::tokens_per_cta;
+  const long by_experts = experts < max_rows ? experts : max_rows;
+  const long tiles = (by_rows > by_experts ? by_rows : by_experts) * p.n_tiles;
+  const long sms = sm_count > 0 ? sm_count : 1;
+  int splits = opt.splits;
+  if (splits <= 0) {
+    const long want = (2 * sms + tiles - 1) / tiles;
+    const int cap = p.chunks / 4 > 1 ? p.chunks / 4 : 1;
+    splits = want < 1 ? 1 : (want > cap ? cap : static_cast<int>(want));
+  }
+  if (splits > p.chunks) splits = p.chunks;
+  p.chunks_per_split = (p.chunks + splits - 1) / splits;
+  p.splits = (p.chunks + p.chunks_per_split - 1) / p.chunks_per_split;
+  const long items = p.max_m_tiles() * p.n_tiles * p.splits;
+  const long cap_ctas = 4 * sms;  // resident CTAs of 128 threads at ~100 registers
+  p.ctas = static_cast<int>(items < cap_ctas ? (items > 0 ? items : 1) : cap_ctas);
+  const ::cuda::std::size_t per =
+      p.partial_floats() * static_cast<::cuda::std::size_t>(p.stored_partials());
+  p.workspace_bytes = per * (residual ? 2u : 1u) * sizeof(float);
+  return p;
+}
+
+//! One scheduled item of a grouped GEMM.
+struct grouped_item {
+  int expert;
+  int m0, m_end;  //!< A rows [m0, m_end)
+  int n_tile;
+  int split;
+};
+
+//! Item `w` of the flat list, given `prefix[e]` = m-tiles of experts before e (`prefix[E]` =
+//! total) and the offsets. `w` must be below `prefix[E] * splits * n_tiles`.
+QUADS_API constexpr grouped_item grouped_item_at(long w, const int* prefix, const int* offsets,
+                                                 int experts, int splits, int n_tiles) noexcept {
+  const long per_tile = static_cast<long>(splits) * n_tiles;
+  const int mt = static_cast<int>(w / per_tile);
+  const int rem = static_cast<int>(w % per_tile);
+  // largest e with prefix[e] <= mt: empty experts (prefix[e] == prefix[e + 1]) are skipped
+  int lo = 0, hi = experts - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (prefix[mid] <= mt) lo = mid;
+    else hi = mid - 1;
+  }
+  grouped_item it{};
+  it.expert = lo;
+  const int first = offsets[lo];
+  const int last = offsets[lo + 1];
+  it.m0 = first + (mt - prefix[lo]) * decode_layout::tokens_per_cta;
+  it.m_end = it.m0 + decode_layout::tokens_per_cta < last ? it.m0 + decode_layout::tokens_per_cta
+                                                           : last;
+  it.split = rem / n_tiles;
+  it.n_tile = rem % n_tiles;
+  return it;
+}
+
+//! m-tiles of one expert's rows.
+QUADS_API constexpr int grouped_m_tiles(int rows) noexcept {
+  return rows > 0 ? (rows + decode_layout::tokens_per_cta - 1) / decode_layout::tokens_per_cta : 0;
+}
+
+} // namespace quads::gemm

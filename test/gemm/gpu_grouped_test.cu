@@ -1,0 +1,389 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief GPU tests of the grouped expert GEMM (quads/gemm/grouped.cuh): W4A4 NVFP4, W4A16 and
+//!        W4A4 + RAC (shared slot table and a table per expert) against the float64 host
+//!        reference per expert, with empty experts (first, middle, last), experts of 1..40 rows,
+//!        offsets[E] < max_rows (rows beyond untouched), per-expert alpha through
+//!        `scale_source::expert`, both reductions and several split factors.
+#include "gemm_fixtures.hpp"
+#include "gpu_helpers.cuh"
+
+#include <quads/gemm/grouped.cuh>
+
+#include <quads/compensation/reference.hpp>
+#include <quads/epilogue/epilogue.hpp>
+#include <quads/gemm/reference.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace qe = quads::epilogue;
+namespace qg = quads::gemm;
+namespace qgr = quads::gemm::reference;
+namespace qt = quads_gemm_test;
+namespace qc = quads::compensation;
+
+namespace {
+
+using epi_alpha = qe::chain<qe::scale_alpha, qe::store<float>>;
+using epi_rac = qe::chain<qe::scale_alpha, qe::rac_residual, qe::store<float>>;
+using nvq = quads::reference::quantized_tensor<quads::nvfp4>;
+
+//! Rows [r0, r1) of expert 0 of `q` as a tensor of its own (same tensor scale).
+nvq row_slice(const nvq& q, int r0, int r1) {
+  nvq s;
+  s.experts = 1;
+  s.rows = r1 - r0;
+  s.cols = q.cols;
+  s.global = q.global;
+  const std::size_t rb = static_cast<std::size_t>(q.cols / 2), sb = static_cast<std::size_t>(q.cols / 16);
+  s.data.assign(q.data.begin() + r0 * rb, q.data.begin() + r1 * rb);
+  s.scales.assign(q.scales.begin() + r0 * sb, q.scales.begin() + r1 * sb);
+  s.tensor_scales = {q.tensor_scales[0]};
+  return s;
+}
+
+//! Expert e of a stacked `[E, N, K]` tensor.
+nvq expert_slice(const nvq& q, int e) {
+  nvq s;
+  s.experts = 1;
+  s.rows = q.rows;
+  s.cols = q.cols;
+  s.global = q.global;
+  const std::size_t db = static_cast<std::size_t>(q.rows) * q.cols / 2,
+                    sb = static_cast<std::size_t>(q.rows) * q.cols / 16;
+  s.data.assign(q.data.begin() + e * db, q.data.begin() + (e + 1) * db);
+  s.scales.assign(q.scales.begin() + e * sb, q.scales.begin() + (e + 1) * sb);
+  s.tensor_scales = {q.tensor_scales[static_cast<std::size_t>(e)]};
+  return s;
+}
+
+//! Per-expert accumulators stacked into rows [0, offsets[E]).
+qgr::accumulators stack(const std::vector<qgr::accumulators>& parts, int N) {
+  qgr::accumulators out;
+  out.cols = N;
+  for (const auto& p : parts) {
+    out.rows += p.rows;
+    out.acc.insert(out.acc.end(), p.acc.begin(), p.acc.end());
+    out.acc_r.insert(out.acc_r.end(), p.acc_r.begin(), p.acc_r.end());
+    out.abs_sum.insert(out.abs_sum.end(), p.abs_sum.begin(), p.abs_sum.end());
+    out.k_terms = std::max(out.k_terms, p.k_terms);
+  }
+  return out;
+}
+
+struct routing {
+  std::vector<int> rows;     //!< rows per expert
+  std::vector<int> offsets;  //!< E + 1
+  std::vector<int> expert_of_row;
+  int total = 0;
+  int max_rows = 0;
+};
+
+routing make_routing(const std::vector<int>& rows, int slack) {
+  routing r;
+  r.rows = rows;
+  r.offsets.push_back(0);
+  for (int e = 0; e < static_cast<int>(rows.size()); ++e) {
+    r.offsets.push_back(r.offsets.back() + rows[static_cast<std::size_t>(e)]);
+    for (int i = 0; i < rows[static_cast<std::size_t>(e)]; ++i) r.expert_of_row.push_back(e);
+  }
+  r.total = r.offsets.back();
+  r.max_rows = r.total + slack;
+  r.expert_of_row.resize(static_cast<std::size_t>(r.max_rows), 0);
+  return r;
+}
+
+//! The routings every operand is tested with: empty experts first / middle / last, 1..40 rows,
+//! slack rows beyond offsets[E]; a decode-like one (few single-row experts out of many).
+std::vector<routing> routings(std::mt19937_64& g) {
+  std::vector<routing> out;
+  out.push_back(make_routing({0, 1, 40, 0, 17, 3, 16, 0}, 5));
+  std::vector<int> decode(64, 0);
+  std::uniform_int_distribution<int> pick(0, 63);
+  for (int i = 0; i < 8; ++i) decode[static_cast<std::size_t>(pick(g))] += 1;
+  out.push_back(make_routing(decode, 3));
+  std::uniform_int_distribution<int> rows(0, 40);
+  std::vector<int> rnd(9);
+  for (int& v : rnd) v = rows(g) < 8 ? 0 : rows(g);
+  out.push_back(make_routing(rnd, 0));
+  out.push_back(make_routing({0, 0, 0, 2}, 30));  // only the last expert
+  return out;
+}
+
+std::string describe(const routing& r) {
+  std::string s = "rows {";
+  for (int v : r.rows) s += std::to_string(v) + ",";
+  return s + "} max_rows " + std::to_string(r.max_rows);
+}
+
+//! Launches grouped_gemm for both reductions and split factors {0, 1, 3}, checks rows
+//! [0, total) against y_ref and that rows beyond stay untouched.
+template <class Lane, class Epi, class Act, class MakeArgs>
+void launch_and_check(const routing& r, int N, int K, int E, bool residual,
+                      const qg::fp4_expert_weights<quads::nvfp4>& w, const Act& a,
+                      MakeArgs make_args, const std::vector<double>& y_ref,
+                      const qgr::accumulators& acc, const std::vector<double>& aabs,
+                      const std::string& what) {
+  qt::dbuf<int> doff(r.offsets);
+  for (const auto mode : {qg::reduction::deterministic, qg::reduction::atomic})
+    for (const int splits : {0, 1, 3}) {
+      const auto plan = qg::plan_grouped(r.max_rows, N, K, E, residual, {splits, mode}, qt::device_sms());
+      qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
+      qt::dbuf<float> y(static_cast<std::size_t>(r.max_rows) * N, 0x7B);
+      QUADS_GEMM_CHECK((qg::grouped_gemm<Lane, Epi>(plan, w, a, doff.ptr, make_args(y.ptr), ws.ptr, nullptr)));
+      qt::sync_ok();
+      const std::string label = what + " " + describe(r) + " N=" + std::to_string(N) + " K=" +
+                                std::to_string(K) + " splits=" + std::to_string(plan.splits) +
+                                " ctas=" + std::to_string(plan.ctas) +
+                                (mode == qg::reduction::atomic ? " atomic" : " deterministic");
+      const auto all = y.download(static_cast<std::size_t>(r.max_rows) * N);
+      const std::vector<float> got(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(r.total) * N);
+      if (r.total > 0) qt::check_scaled(got, y_ref, acc, aabs, plan.splits, label);
+      std::uint32_t sentinel;
+      std::memset(&sentinel, 0x7B, 4);
+      for (std::size_t i = static_cast<std::size_t>(r.total) * N; i < all.size(); ++i) {
+        std::uint32_t b;
+        std::memcpy(&b, &all[i], 4);
+        if (b != sentinel) {
+          FAIL_CHECK(label << ": row " << i / N << " beyond offsets[E] was written");
+          break;
+        }
+      }
+    }
+}
+
+std::vector<double> alpha_abs(const qgr::accumulators& acc, const qe::alpha_source& a,
+                              const qe::alpha_source* r = nullptr) {
+  std::vector<double> out(acc.acc.size());
+  for (int m = 0; m < acc.rows; ++m)
+    for (int n = 0; n < acc.cols; ++n) {
+      double v = std::fabs(qgr::alpha_at(a, m, n));
+      if (r != nullptr) v = std::max(v, std::fabs(qgr::alpha_at(*r, m, n)));
+      out[acc.index(m, n)] = v;
+    }
+  return out;
+}
+
+//! Stacked expert weights quantized per expert (one tensor scale each).
+nvq expert_weights(std::mt19937_64& g, int E, int N, int K) {
+  return quads::reference::quantize<quads::nvfp4>(qt::random_matrix(g, E * N, K), N, K,
+                                                  quads::reference::quantize_args{.experts = E});
+}
+
+template <class Lane>
+void grouped_w4a4(const char* name, int N, int K) {
+  auto g = quads_test::rng(std::string("gemm.gpu.grouped.w4a4.") + name);
+  for (const routing& r : routings(g)) {
+    const int E = static_cast<int>(r.rows.size());
+    const auto wq = expert_weights(g, E, N, K);
+    const auto aq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, r.max_rows, K), r.max_rows, K);
+    std::vector<qgr::accumulators> parts;
+    for (int e = 0; e < E; ++e)
+      if (r.rows[static_cast<std::size_t>(e)] > 0)
+        parts.push_back(qgr::w4a4(row_slice(aq, r.offsets[static_cast<std::size_t>(e)], r.offsets[static_cast<std::size_t>(e) + 1]),
+                                  expert_slice(wq, e)));
+    const auto acc = stack(parts, N);
+    const qe::alpha_source host_alpha{.a = aq.tensor_scales.data(), .a_mode = qe::scale_source::tensor,
+                                      .w = wq.tensor_scales.data(), .w_mode = qe::scale_source::expert,
+                                      .expert_of_row = r.expert_of_row.data()};
+    const auto y_ref = qgr::scaled(acc, host_alpha);
+    qt::dbuf<std::uint8_t> wd(wq.data), wsc(wq.scales), ad(aq.data), asc(aq.scales);
+    qt::dbuf<quads::tensor_scale> wts(wq.tensor_scales), ats(aq.tensor_scales);
+    qt::dbuf<int> eor(r.expert_of_row);
+    auto args = [&](float* y) {
+      return epi_alpha::arguments{{.a = ats.ptr, .a_mode = qe::scale_source::tensor, .w = wts.ptr,
+                                   .w_mode = qe::scale_source::expert, .expert_of_row = eor.ptr},
+                                  {y, N}};
+    };
+    launch_and_check<Lane, epi_alpha>(r, N, K, E, false,
+                                      qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E},
+                                      qg::fp4_activations<quads::nvfp4>{ad.ptr, asc.ptr}, args,
+                                      y_ref, acc, alpha_abs(acc, host_alpha),
+                                      std::string("grouped w4a4 ") + name);
+  }
+}
+
+//! A RAC selection of every other block starting at `first` (K / 16 even: the same count).
+qc::channel_selection every_other(int K, int first) {
+  std::vector<int> blocks;
+  for (int b = first; b < K / 16; b += 2) blocks.push_back(b);
+  return qc::select_blocks(K, blocks, 16);
+}
+
+void grouped_rac(bool per_expert_tables, qc::residual_scale mode, int N, int K) {
+  const bool own = mode == qc::residual_scale::own;
+  auto g = quads_test::rng(std::string("gemm.gpu.grouped.rac.") + (per_expert_tables ? "tables" : "shared") +
+                           (own ? ".own" : ".shared"));
+  for (const routing& r : routings(g)) {
+    const int E = static_cast<int>(r.rows.size());
+    const auto wq = expert_weights(g, E, N, K);
+    const auto x = qt::random_matrix(g, r.max_rows, K);
+    // Per expert: its rows quantized with its selection (a table per expert) or the shared one;
+    // tensor scales per row (each expert's call has its own).
+    std::vector<std::uint8_t> data, scales;
+    std::vector<quads::tensor_scale> xs, rs;
+    std::vector<int> slots;
+    std::vector<qgr::accumulators> parts;
+    int selected = -1;
+    const auto shared_sel = every_other(K, 0);
+    auto append = [&](const qc::reference::rac_activation<quads::nvfp4>& act, int rows) {
+      data.insert(data.end(), act.data.begin(), act.data.end());
+      scales.insert(scales.end(), act.scales.begin(), act.scales.end());
+      for (int i = 0; i < rows; ++i) {
+        xs.push_back(act.x_scales[0]);
+        rs.push_back(act.r_scales[0]);
+      }
+    };
+    for (int e = 0; e < E; ++e) {
+      const auto sel = per_expert_tables ? every_other(K, e % 2) : shared_sel;
+      if (per_expert_tables) {
+        const auto t = sel.slot_table();
+        slots.insert(slots.end(), t.begin(), t.end());
+      }
+      const int rows = r.rows[static_cast<std::size_t>(e)];
+      if (rows == 0) continue;
+      const std::vector<float> xe(x.begin() + static_cast<std::ptrdiff_t>(r.offsets[static_cast<std::size_t>(e)]) * K,
+                                  x.begin() + static_cast<std::ptrdiff_t>(r.offsets[static_cast<std::size_t>(e) + 1]) * K);
+      qc::reference::rac_args ra;
+      ra.residual = mode;
+      const auto act = qc::reference::quantize_activation<quads::nvfp4>(xe, rows, sel, ra);
+      selected = act.selected;
+      append(act, rows);
+      parts.push_back(qgr::w4a4_rac(act, expert_slice(wq, e), sel));
+    }
+    if (!per_expert_tables) slots = shared_sel.slot_table();
+    if (selected < 0) selected = shared_sel.selected;
+    const int Kp = K + selected;
+    // slack rows beyond offsets[E]: arbitrary codes
+    data.resize(static_cast<std::size_t>(r.max_rows) * Kp / 2, 0x37);
+    scales.resize(static_cast<std::size_t>(r.max_rows) * Kp / 16, 0x38);
+    xs.resize(static_cast<std::size_t>(r.max_rows), quads::tensor_scale{1.0f, 1.0f});
+    rs.resize(static_cast<std::size_t>(r.max_rows), quads::tensor_scale{1.0f, 1.0f});
+    const auto acc = stack(parts, N);
+    const qe::alpha_source hx{.a = xs.data(), .a_mode = qe::scale_source::row, .w = wq.tensor_scales.data(),
+                              .w_mode = qe::scale_source::expert, .expert_of_row = r.expert_of_row.data()};
+    const qe::alpha_source hr{.a = rs.data(), .a_mode = qe::scale_source::row, .w = wq.tensor_scales.data(),
+                              .w_mode = qe::scale_source::expert, .expert_of_row = r.expert_of_row.data()};
+    const auto y_ref = qgr::scaled(acc, hx, own ? &hr : nullptr);
+    qt::dbuf<std::uint8_t> wd(wq.data), wsc(wq.scales), dd(data), dsc(scales);
+    qt::dbuf<quads::tensor_scale> wts(wq.tensor_scales), dxs(xs), drs(rs);
+    qt::dbuf<int> eor(r.expert_of_row), dslot(slots);
+    const qg::rac_activations<quads::nvfp4> a{dd.ptr, dsc.ptr, dslot.ptr, selected, mode,
+                                              per_expert_tables ? K / 16 : 0};
+    const qe::alpha_source dx{.a = dxs.ptr, .a_mode = qe::scale_source::row, .w = wts.ptr,
+                              .w_mode = qe::scale_source::expert, .expert_of_row = eor.ptr};
+    const qe::alpha_source dr{.a = drs.ptr, .a_mode = qe::scale_source::row, .w = wts.ptr,
+                              .w_mode = qe::scale_source::expert, .expert_of_row = eor.ptr};
+    const auto aabs = alpha_abs(acc, hx, own ? &hr : nullptr);
+    const qg::fp4_expert_weights<quads::nvfp4> w{wd.ptr, wsc.ptr, E};
+    const std::string what = std::string("grouped rac ") + (per_expert_tables ? "tables " : "shared-table ") +
+                             (own ? "own" : "shared");
+    if (own) {
+      auto args = [&](float* y) { return epi_rac::arguments{dx, dr, {y, N}}; };
+      launch_and_check<qg::bf16_lane, epi_rac>(r, N, K, E, true, w, a, args, y_ref, acc, aabs, what);
+    } else {
+      auto args = [&](float* y) { return epi_alpha::arguments{dx, {y, N}}; };
+      launch_and_check<qg::bf16_lane, epi_alpha>(r, N, K, E, false, w, a, args, y_ref, acc, aabs, what);
+    }
+  }
+}
+
+} // namespace
+
+TEST_SUITE("gemm.gpu.grouped") {
+
+TEST_CASE("sm90: grouped W4A4 NVFP4 (bf16 lanes) matches the float64 reference per expert") {
+  grouped_w4a4<qg::bf16_lane>("bf16", 144, 528);
+  grouped_w4a4<qg::bf16_lane>("bf16-small", 48, 80);
+}
+
+TEST_CASE("sm90: grouped W4A4 NVFP4 (fp16 lanes) matches the float64 reference per expert") {
+  grouped_w4a4<qg::fp16_lane>("fp16", 80, 1040);
+}
+
+TEST_CASE("sm90: grouped W4A16 (bf16 activations) matches the float64 reference per expert") {
+  auto g = quads_test::rng("gemm.gpu.grouped.w4a16");
+  const int N = 112, K = 272;
+  for (const routing& r : routings(g)) {
+    const int E = static_cast<int>(r.rows.size());
+    const auto wq = expert_weights(g, E, N, K);
+    const auto x = qt::to_dense16<qg::bf16_lane>(qt::random_matrix(g, r.max_rows, K));
+    std::vector<qgr::accumulators> parts;
+    for (int e = 0; e < E; ++e) {
+      const int rows = r.rows[static_cast<std::size_t>(e)];
+      if (rows == 0) continue;
+      const auto first = x.values.begin() + static_cast<std::ptrdiff_t>(r.offsets[static_cast<std::size_t>(e)]) * K;
+      const std::vector<float> xe(first, first + static_cast<std::ptrdiff_t>(rows) * K);
+      parts.push_back(qgr::w4a16(xe, rows, expert_slice(wq, e)));
+    }
+    const auto acc = stack(parts, N);
+    const qe::alpha_source host_alpha{.alpha = 0.5f, .w = wq.tensor_scales.data(),
+                                      .w_mode = qe::scale_source::expert,
+                                      .expert_of_row = r.expert_of_row.data()};
+    const auto y_ref = qgr::scaled(acc, host_alpha);
+    qt::dbuf<std::uint8_t> wd(wq.data), wsc(wq.scales);
+    qt::dbuf<quads::tensor_scale> wts(wq.tensor_scales);
+    qt::dbuf<int> eor(r.expert_of_row);
+    std::vector<__nv_bfloat16> xb(x.bits.size());
+    std::memcpy(static_cast<void*>(xb.data()), x.bits.data(), x.bits.size() * 2);
+    qt::dbuf<__nv_bfloat16> dx(xb);
+    auto args = [&](float* y) {
+      return epi_alpha::arguments{{.alpha = 0.5f, .w = wts.ptr, .w_mode = qe::scale_source::expert,
+                                   .expert_of_row = eor.ptr},
+                                  {y, N}};
+    };
+    launch_and_check<qg::bf16_lane, epi_alpha>(r, N, K, E, false,
+                                               qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E},
+                                               qg::dense_activations<qg::bf16_lane>{dx.ptr}, args,
+                                               y_ref, acc, alpha_abs(acc, host_alpha), "grouped w4a16");
+  }
+}
+
+TEST_CASE("sm90: grouped W4A4 + RAC with one shared slot table matches the reference") {
+  grouped_rac(false, qc::residual_scale::shared, 80, 512);
+  grouped_rac(false, qc::residual_scale::own, 80, 512);
+}
+
+TEST_CASE("sm90: grouped W4A4 + RAC with a slot table per expert matches the reference") {
+  grouped_rac(true, qc::residual_scale::shared, 80, 512);
+  grouped_rac(true, qc::residual_scale::own, 144, 1056);
+}
+
+TEST_CASE("sm90: grouped_gemm refuses bad arguments with a message") {
+  const int E = 4, N = 48, K = 80, max_rows = 8;
+  const auto plan = qg::plan_grouped(max_rows, N, K, E, false);
+  qt::dbuf<std::uint8_t> wd(static_cast<std::size_t>(E) * N * K / 2), wsc(static_cast<std::size_t>(E) * N * K / 16);
+  qt::dbuf<std::uint8_t> ad(static_cast<std::size_t>(max_rows) * K / 2), asc(static_cast<std::size_t>(max_rows) * K / 16);
+  qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
+  qt::dbuf<float> y(static_cast<std::size_t>(max_rows) * N);
+  qt::dbuf<int> off(std::vector<int>{0, 2, 2, 5, 8});
+  const epi_alpha::arguments args{{}, {y.ptr, N}};
+  const qg::fp4_activations<quads::nvfp4> a{ad.ptr, asc.ptr};
+  auto expect_refusal = [&](cudaError_t e, const char* fragment) {
+    CHECK(e == cudaErrorInvalidValue);
+    CHECK(std::string(quads::kernels::last_error_message()).find(fragment) != std::string::npos);
+  };
+  expect_refusal(qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E + 1}, a, off.ptr, args, ws.ptr, nullptr),
+                 "expert count");
+  expect_refusal(qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E}, a, nullptr, args, ws.ptr, nullptr),
+                 "expert_offsets");
+  auto edited = plan;
+  edited.splits += 1;
+  expect_refusal(qg::grouped_gemm<qg::bf16_lane, epi_alpha>(edited, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E}, a, off.ptr, args, ws.ptr, nullptr),
+                 "plan");
+  expect_refusal(qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, qg::fp4_expert_weights<quads::nvfp4>{nullptr, wsc.ptr, E}, a, off.ptr, args, ws.ptr, nullptr),
+                 "grouped_gemm: weight data");
+  QUADS_GEMM_CHECK((qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E}, a, off.ptr, args, ws.ptr, nullptr)));
+  qt::sync_ok();
+}
+
+} // TEST_SUITE
