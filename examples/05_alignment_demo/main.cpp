@@ -11,8 +11,10 @@
 //! The QAT trainer's expert weights are `fake_quant_weights<weight_only<nvfp4>>` of the master
 //! weights; the rollout's are `rollout_weights(sync_weights<...>)`; the program checks that they
 //! are bit-identical (the weight-sync contract) and exits 1 if not.
+//! The rollout's FP4 expert linears run on the GPU when one (sm_90+) is present and the demo was
+//! built with CUDA (gpu_experts.hpp), else on the host; `--cpu` forces the host.
 //! Usage: quads_demo_alignment [--seed N] [--quick] [--seqs N] [--gen N] [--threads N]
-//!                             [--out DIR] [--no-plot]
+//!                             [--out DIR] [--no-plot] [--cpu] [--require-gpu]
 #include "model.hpp"
 
 #include <quads/compensation/calibration.hpp>
@@ -44,12 +46,15 @@ struct options {
   int seqs = 32, prompt = 8, gen = 96, calib_seqs = 4, threads = 2, step_seqs = 4;
   std::string out = ".";
   bool plot = true;
+  bool cpu = false; //!< never use the GPU path
+  bool require_gpu = false; //!< exit 77 (test skip) when there is no GPU path
+  std::string engine = "cpu"; //!< where the rollout's FP4 expert linears ran (for the outputs)
 };
 
 [[noreturn]] void usage(const char* msg) {
   std::fprintf(stderr,
                "error: %s\nusage: quads_demo_alignment [--seed N] [--quick] [--seqs N] [--gen N]"
-               " [--threads N] [--out DIR] [--no-plot]\n",
+               " [--threads N] [--out DIR] [--no-plot] [--cpu] [--require-gpu]\n",
                msg);
   std::exit(2);
 }
@@ -76,6 +81,10 @@ options parse(int argc, char** argv) {
       o.out = next();
     else if (a == "--no-plot")
       o.plot = false;
+    else if (a == "--cpu")
+      o.cpu = true;
+    else if (a == "--require-gpu")
+      o.require_gpu = true;
     else if (a == "--help" || a == "-h")
       usage("help");
     else
@@ -231,6 +240,28 @@ std::vector<expert_weights> qat_trainer_weights(const model& m) {
   return out;
 }
 
+//! The packed form of the synced weights, for the GPU path.
+std::vector<packed_layer> packed_rollout_weights(const model& m) {
+  const model_config& c = m.cfg;
+  std::vector<packed_layer> out;
+  for (const layer_weights& L : m.layers) {
+    auto sync = [&](const std::vector<float>& w, int n, int k) {
+      return ref::sync_weights<qat_policy>(w, c.experts, n, k);
+    };
+    auto decodes = [](const auto& q) {
+      std::vector<float> d;
+      for (const quads::tensor_scale& t : q.tensor_scales)
+        d.push_back(t.decode);
+      return d;
+    };
+    const auto g = sync(L.master.gate, c.ff, c.d), u = sync(L.master.up, c.ff, c.d),
+               dn = sync(L.master.down, c.d, c.ff);
+    out.push_back({c.experts, c.d, c.ff, g.data, g.scales, u.data, u.scales, dn.data, dn.scales,
+                   decodes(g), decodes(u), decodes(dn)});
+  }
+  return out;
+}
+
 std::vector<expert_weights> synced_rollout_weights(const model& m) {
   const model_config& c = m.cfg;
   std::vector<expert_weights> out;
@@ -339,6 +370,7 @@ void write_outputs(const options& o, const model_config& c, const std::vector<su
     << ",\n  \"model\": {\"layers\": " << c.layers << ", \"d\": " << c.d
     << ", \"heads\": " << c.heads << ", \"experts\": " << c.experts << ", \"top_k\": " << c.top_k
     << ", \"ff\": " << c.ff << ", \"vocab\": " << c.vocab << "},\n  \"sequences\": " << o.seqs
+    << ", \"rollout_fp4_linears\": \"" << o.engine << "\""
     << ", \"prompt\": " << o.prompt << ", \"generated\": " << o.gen << ", \"seconds\": " << seconds
     << ",\n  \"arms\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -397,8 +429,68 @@ print("wrote " + d + "/alignment_demo.png")
 
 } // namespace
 
+//! The GPU path against the host emulation, before the run: every expert of every layer, gate/up
+//! and down, for each activation mode (W4A16, W4A4, W4A4 + RAC 50 %), on a row of the model's
+//! own scale with a few outliers. Both compute the same exact products (E2M1 x UE4M3 x tensor
+//! scales); they differ in fp32 summation order and where alpha is applied, so the bound is
+//! 2^-16 sum_k |x_k w_k| (K <= 256 roundings of at most 2^-24 each, with margin). A wrong code,
+//! scale, selection or alpha misses it by orders of magnitude. Returns false on a mismatch.
+bool check_gpu_path(const model& m, const std::vector<expert_weights>& w,
+                    const std::vector<rac_layer>& rac, const gpu_experts& gpu) {
+  const model_config& c = m.cfg;
+  rng g{splitmix(m.cfg.seed ^ 0x67707563ull)};
+  double worst = 0.0; // max |gpu - host| / bound
+  auto compare = [&](const float* wmat, const std::vector<float>& xa, const float* got, int n,
+                     int k) {
+    for (int i = 0; i < n; ++i) {
+      double exact = 0.0, mag = 0.0;
+      for (int j = 0; j < k; ++j) {
+        const double p = static_cast<double>(wmat[static_cast<std::size_t>(i) * k + j]) * xa[j];
+        exact += p, mag += std::fabs(p);
+      }
+      const double bound = std::ldexp(mag, -16) + 1e-30;
+      worst = std::max(worst, std::fabs(got[i] - exact) / bound);
+    }
+  };
+  const act_mode modes[] = {act_mode::none, act_mode::fp4, act_mode::fp4_rac};
+  const gpu_act gmodes[] = {gpu_act::bf16, gpu_act::fp4, gpu_act::fp4_rac};
+  std::vector<float> x(static_cast<std::size_t>(c.d)), h(static_cast<std::size_t>(c.ff)),
+      gg(h.size()), uu(h.size()), y(x.size());
+  for (int l = 0; l < c.layers; ++l)
+    for (int e = 0; e < c.experts; ++e)
+      for (int mi = 0; mi < 3; ++mi) {
+        for (float& v : x)
+          v = bf16(g.normal() * (g.uniform() < 0.02 ? 30.0f : 1.0f));
+        for (float& v : h)
+          v = bf16(g.normal() * (g.uniform() < 0.02 ? 30.0f : 0.3f));
+        const rac_layer& r = rac[static_cast<std::size_t>(l)];
+        const std::size_t off = static_cast<std::size_t>(e) * c.ff * c.d;
+        const expert_weights& W = w[static_cast<std::size_t>(l)];
+        gpu.gate_up(l, e, gmodes[mi], x.data(), &r.in, gg.data(), uu.data());
+        const std::vector<float> xa = quantize_act(modes[mi], x.data(), c.d, &r.in);
+        compare(W.gate.data() + off, xa, gg.data(), c.ff, c.d);
+        compare(W.up.data() + off, xa, uu.data(), c.ff, c.d);
+        gpu.down(l, e, gmodes[mi], h.data(), &r.down, y.data());
+        const std::vector<float> ha = quantize_act(modes[mi], h.data(), c.ff, &r.down);
+        compare(W.down.data() + off, ha, y.data(), c.d, c.ff);
+      }
+  std::printf("GPU path vs host emulation (%d layers x %d experts x {W4A16, W4A4, W4A4+RAC50}): "
+              "max |gpu - host| = %.3g of the bound 2^-16 sum|x w| -> %s\n",
+              c.layers, c.experts, worst, worst <= 1.0 ? "ok" : "MISMATCH");
+  return worst <= 1.0;
+}
+
+#if !defined(QUADS_DEMO_GPU)
+// Built without CUDA (gpu_experts.cu not compiled): no GPU path.
+std::unique_ptr<demo::gpu_experts> demo::gpu_experts::create(const std::vector<packed_layer>&,
+                                                             std::string& why) {
+  why = "built without CUDA";
+  return nullptr;
+}
+#endif
+
 int main(int argc, char** argv) {
-  const options o = parse(argc, argv);
+  options o = parse(argc, argv);
   const auto t0 = std::chrono::steady_clock::now();
   model_config mc;
   mc.seed = o.seed;
@@ -426,6 +518,18 @@ int main(int argc, char** argv) {
     }
   std::printf("weight-sync contract: QAT trainer weights == dequantize(synced) bit for bit\n");
 
+  std::string why = "--cpu";
+  const std::unique_ptr<gpu_experts> gpu =
+      o.cpu ? nullptr : gpu_experts::create(packed_rollout_weights(m), why);
+  o.engine = gpu ? "gpu: " + gpu->name() : "cpu";
+  if (gpu)
+    std::printf("rollout FP4 expert linears: GPU %s (quads kernels: quantize / rac_quantize, "
+                "decode GEMM; --cpu for the host emulation)\n",
+                gpu->name().c_str());
+  else
+    std::printf("rollout FP4 expert linears: host emulation (no GPU path: %s)\n", why.c_str());
+  if (!gpu && o.require_gpu) return 77; // the `gpu` test: skip without a GPU path
+
   const side bf16_side{&master, act_mode::none, nullptr};
   const side qat_trainer{&qat, act_mode::none, nullptr};
   const calibration cal = calibrate(m, side{&synced, act_mode::none, nullptr}, qat_trainer, o);
@@ -433,21 +537,22 @@ int main(int argc, char** argv) {
   std::vector<std::vector<rac_layer>> sels;
   for (double r : ratios)
     sels.push_back(select(cal, r));
+  if (gpu && !check_gpu_path(m, synced, sels[2], *gpu)) return 1;
 
   std::vector<arm> arms;
   arms.push_back({"floor", bf16_side, bf16_side});
-  arms.push_back({"naive", bf16_side, {&synced, act_mode::fp4, nullptr}, -1, true});
-  arms.push_back({"w4a16_qat", qat_trainer, {&synced, act_mode::none, nullptr}});
-  arms.push_back({"asym_qat_w4a4", qat_trainer, {&synced, act_mode::fp4, nullptr}, 0.0, true});
+  arms.push_back({"naive", bf16_side, {&synced, act_mode::fp4, nullptr, gpu.get()}, -1, true});
+  arms.push_back({"w4a16_qat", qat_trainer, {&synced, act_mode::none, nullptr, gpu.get()}});
+  arms.push_back({"asym_qat_w4a4", qat_trainer, {&synced, act_mode::fp4, nullptr, gpu.get()}, 0.0, true});
   arms.push_back({"sym_w4a4_qat",
                   {&qat, act_mode::fp4, nullptr},
-                  {&synced, act_mode::fp4, nullptr},
+                  {&synced, act_mode::fp4, nullptr, gpu.get()},
                   -1,
                   true});
   for (std::size_t i = 0; i < sels.size(); ++i) {
     char name[64];
     std::snprintf(name, sizeof name, "asym_qat_rac%g", ratios[i] * 100);
-    arms.push_back({name, qat_trainer, {&synced, act_mode::fp4_rac, &sels[i]}, ratios[i], true});
+    arms.push_back({name, qat_trainer, {&synced, act_mode::fp4_rac, &sels[i], gpu.get()}, ratios[i], true});
   }
   arms.push_back({"fp8_rollout", bf16_side, {&fp8, act_mode::fp8, nullptr}});
 

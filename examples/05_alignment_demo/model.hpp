@@ -27,10 +27,13 @@
 #include <quads/policy/policies.hpp>
 #include <quads/policy/reference.hpp>
 
+#include "gpu_experts.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace demo {
@@ -41,6 +44,7 @@ namespace comp = quads::compensation;
 using act_policy = quads::w4a4<quads::nvfp4>; //!< per-token NVFP4 activations (per_row scales)
 using act_quantizer = act_policy::activation_quantizer;
 inline constexpr quads::quant_options act_options = act_quantizer::options;
+static_assert(std::is_same_v<act_quantizer, rollout_act_quantizer>);
 
 struct model_config {
   int layers = 4;
@@ -279,6 +283,8 @@ struct side {
   const std::vector<expert_weights>* experts = nullptr; //!< per layer
   act_mode act = act_mode::none;
   const std::vector<rac_layer>* rac = nullptr;
+  //! Rollout sides with FP4 weights: run the expert linears on the GPU (gpu_experts.hpp).
+  const gpu_experts* gpu = nullptr;
 };
 
 //! Spike decision for the SwiGLU output (position, layer, channel), identical in both engines.
@@ -323,7 +329,11 @@ inline void moe_token(const model& m, int l, const side& sd, const engine_numeri
 
   const comp::channel_selection* sel_in = sd.rac ? &(*sd.rac)[l].in : nullptr;
   const comp::channel_selection* sel_dn = sd.rac ? &(*sd.rac)[l].down : nullptr;
-  const std::vector<float> xa = quantize_act(sd.act, xn, c.d, sel_in);
+  const bool on_gpu = sd.gpu != nullptr && nu.rollout && sd.act != act_mode::fp8;
+  const gpu_act ga = sd.act == act_mode::fp4 ? gpu_act::fp4
+                     : sd.act == act_mode::fp4_rac ? gpu_act::fp4_rac
+                                                   : gpu_act::bf16;
+  const std::vector<float> xa = on_gpu ? std::vector<float>() : quantize_act(sd.act, xn, c.d, sel_in);
   if (cap) cap->in[l].insert(cap->in[l].end(), xn, xn + c.d);
   std::vector<float> g(static_cast<std::size_t>(c.ff)), u(g.size()), h(g.size()),
       y(static_cast<std::size_t>(c.d));
@@ -331,16 +341,28 @@ inline void moe_token(const model& m, int l, const side& sd, const engine_numeri
     out[k] = 0.0f;
   for (int e : order) {
     const std::size_t off = static_cast<std::size_t>(e) * c.ff * c.d;
-    nu.matvec(W.gate.data() + off, xa.data(), g.data(), c.ff, c.d);
-    nu.matvec(W.up.data() + off, xa.data(), u.data(), c.ff, c.d);
+    if (on_gpu) {
+      sd.gpu->gate_up(l, e, ga, xn, sel_in, g.data(), u.data());
+      for (int i = 0; i < c.ff; ++i)
+        g[i] = nu.cast(g[i]), u[i] = nu.cast(u[i]);
+    } else {
+      nu.matvec(W.gate.data() + off, xa.data(), g.data(), c.ff, c.d);
+      nu.matvec(W.up.data() + off, xa.data(), u.data(), c.ff, c.d);
+    }
     for (int i = 0; i < c.ff; ++i) {
       float v = g[i] / (1.0f + std::exp(-g[i])) * u[i];
       if (spike(c.seed, pos, l, i)) v *= 15.0f;
       h[i] = nu.cast(v);
     }
     if (cap) cap->down[l].insert(cap->down[l].end(), h.begin(), h.end());
-    const std::vector<float> ha = quantize_act(sd.act, h.data(), c.ff, sel_dn);
-    nu.matvec(W.down.data() + off, ha.data(), y.data(), c.d, c.ff);
+    if (on_gpu) {
+      sd.gpu->down(l, e, ga, h.data(), sel_dn, y.data());
+      for (int k = 0; k < c.d; ++k)
+        y[k] = nu.cast(y[k]);
+    } else {
+      const std::vector<float> ha = quantize_act(sd.act, h.data(), c.ff, sel_dn);
+      nu.matvec(W.down.data() + off, ha.data(), y.data(), c.d, c.ff);
+    }
     const float w = p[e] / sum / wsum;
     for (int k = 0; k < c.d; ++k)
       out[k] = nu.cast(out[k] + w * y[k]);
