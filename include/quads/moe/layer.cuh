@@ -1,0 +1,487 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The fused MoE expert-MLP layer on the GPU (nvcc only): routing -> input quantization
+//!        -> row gather -> grouped gate_up GEMM (alpha, SwiGLU, NVFP4 h [+ RAC residual]) ->
+//!        grouped down GEMM (alpha, top-k weight) -> deterministic combine. No host
+//!        synchronisation: `forward` can be captured in a CUDA graph.
+//!
+//! Stages, policies and numerics: quads/moe/layer.hpp; host reference: quads/moe/reference.hpp.
+//! @code
+//!   using namespace quads::moe;
+//!   auto plan = plan_layer<layer_policy::quads_rac>(T, shape, routing_cfg, gu_selected, dn_selected);
+//!   // workspace: plan.workspace_bytes of device memory (256-byte aligned)
+//!   forward(plan, weights, numerics, io, workspace, stream);
+//! @endcode
+//! Kernels enqueued (W4A4): routing (1 kernel at decode sizes, else 3-5), quantize x (1), gather
+//! (1), gate_up grouped GEMM (mainloop + epilogue), down grouped GEMM (mainloop + epilogue),
+//! combine (1). The bf16 policy uses a plain warp-per-output reference GEMM kernel (fp32
+//! accumulation, no tensor cores; for tests, not for speed) with the same epilogue chains.
+#pragma once
+
+#if !defined(__CUDACC__)
+#  error "quads/moe/layer.cuh needs nvcc (CUDA C++)"
+#endif
+
+#include <quads/compensation/rac.cuh>
+#include <quads/gemm/decode.cuh>
+#include <quads/gemm/grouped.cuh>
+#include <quads/kernels/common.cuh>
+#include <quads/kernels/quantize.cuh>
+#include <quads/moe/layer.hpp>
+#include <quads/moe/routing.cuh>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace quads::moe {
+
+//! Expert weights in device memory. NVFP4 policies: `gate_up` `[E, 2I, H]` (gate/up rows
+//! interleaved) and `down` `[E, H, I]` packed codes + linear scales + one tensor scale per
+//! expert. bf16 policy: `gate_up_bf16` / `down_bf16` of the same shapes.
+struct layer_weights_view {
+  const std::uint8_t* gate_up = nullptr;
+  const std::uint8_t* gate_up_scales = nullptr;
+  const tensor_scale* gate_up_ts = nullptr;
+  const std::uint8_t* down = nullptr;
+  const std::uint8_t* down_scales = nullptr;
+  const tensor_scale* down_ts = nullptr;
+  const __nv_bfloat16* gate_up_bf16 = nullptr;
+  const __nv_bfloat16* down_bf16 = nullptr;
+};
+
+//! Calibrated scales and RAC channel sets in device memory. `h_scales`: one entry (`h_mode =
+//! tensor`) or E (`expert`). QUADS: `gate_up_sel` (one set, K = H, unpermuted: `order` null),
+//! `down_slots` `[E, I / B]` slot tables (each expert selects `down_selected / B` blocks).
+struct layer_numerics_view {
+  const tensor_scale* x_scale = nullptr;
+  const tensor_scale* h_scales = nullptr;
+  epilogue::scale_source h_mode = epilogue::scale_source::tensor;
+  compensation::kernels::device_selection gate_up_sel{};
+  const int* down_slots = nullptr;
+};
+
+//! Inputs and outputs. `x` `[T, H]` bf16 (16-byte aligned), `logits` `[T, E]` fp32, `out`
+//! `[T, H]` bf16; optional: `out_f32` `[T, H]` fp32, `h_pre` `[T * k, I]` fp32 (the SwiGLU output
+//! before quantization, for tests), `routing` (external routing buffers; by default they live in
+//! the workspace, see `routing_in`).
+struct layer_io {
+  const __nv_bfloat16* x = nullptr;
+  const float* logits = nullptr;
+  __nv_bfloat16* out = nullptr;
+  float* out_f32 = nullptr;
+  float* h_pre = nullptr;
+};
+
+//! The launch plan of one layer call (host only). Workspace regions are 256-byte aligned offsets.
+template <layer_policy P>
+struct layer_plan {
+  layer_shape shape{};
+  int tokens = 0;
+  int rows = 0;           //!< T * k grouped rows
+  int gu_selected = 0;    //!< QUADS: |S| of the gate_up set (channels of H)
+  int dn_selected = 0;    //!< QUADS: |S| per expert of the down sets (channels of I)
+  routing_plan routing{};
+  gemm::grouped_plan gu{}, dn{};
+  std::size_t off_routing = 0, off_routing_ws = 0, off_xq = 0, off_xs = 0, off_a1 = 0,
+              off_a1s = 0, off_h = 0, off_hs = 0, off_y = 0, off_gemm = 0;
+  std::size_t workspace_bytes = 0;
+  bool valid = false;
+};
+
+namespace detail {
+
+inline std::size_t align_up(std::size_t b) { return (b + 255) / 256 * 256; }
+
+//! Routing arrays carved from the workspace: topk_expert, topk_weight, row_of_pair, pair_of_row,
+//! expert_of_row, weight_of_row (rows each), offsets (E + 1).
+inline routing_view routing_at(std::uint8_t* base, int rows, int experts) {
+  const std::size_t c = align_up(sizeof(int) * static_cast<std::size_t>(rows));
+  routing_view v;
+  v.topk_expert = reinterpret_cast<int*>(base);
+  v.topk_weight = reinterpret_cast<float*>(base + c);
+  v.row_of_pair = reinterpret_cast<int*>(base + 2 * c);
+  v.pair_of_row = reinterpret_cast<int*>(base + 3 * c);
+  v.expert_of_row = reinterpret_cast<int*>(base + 4 * c);
+  v.weight_of_row = reinterpret_cast<float*>(base + 5 * c);
+  v.offsets = reinterpret_cast<int*>(base + 6 * c);
+  (void)experts;
+  return v;
+}
+inline std::size_t routing_bytes(int rows, int experts) {
+  return 6 * align_up(sizeof(int) * static_cast<std::size_t>(rows)) +
+         align_up(sizeof(int) * static_cast<std::size_t>(experts + 1));
+}
+
+//! dst row r = src row pair_of_row[r] / k: `row_bytes` (multiple of 8) + `scale_bytes` bytes.
+template <int = 0>  // a template, so the header can be in several TUs
+__global__ void __launch_bounds__(256)
+    gather_rows_kernel(const std::uint8_t* __restrict__ src, const std::uint8_t* __restrict__ src_s,
+                       std::uint8_t* __restrict__ dst, std::uint8_t* __restrict__ dst_s, int rows,
+                       int k, int row_bytes, int scale_bytes, const int* __restrict__ pair_of_row) {
+  const int warps = static_cast<int>(blockDim.x / 32);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int r = static_cast<int>(blockIdx.x) * warps + static_cast<int>(threadIdx.x / 32); r < rows;
+       r += static_cast<int>(gridDim.x) * warps) {
+    const std::size_t t = static_cast<std::size_t>(__ldg(pair_of_row + r) / k);
+    if (row_bytes % 16 == 0) {
+      const uint4* s = reinterpret_cast<const uint4*>(src + t * row_bytes);
+      uint4* d = reinterpret_cast<uint4*>(dst + static_cast<std::size_t>(r) * row_bytes);
+      for (int i = lane; i < row_bytes / 16; i += 32) d[i] = __ldg(s + i);
+    } else {
+      const uint2* s = reinterpret_cast<const uint2*>(src + t * row_bytes);
+      uint2* d = reinterpret_cast<uint2*>(dst + static_cast<std::size_t>(r) * row_bytes);
+      for (int i = lane; i < row_bytes / 8; i += 32) d[i] = __ldg(s + i);
+    }
+    if (src_s != nullptr)
+      for (int i = lane; i < scale_bytes; i += 32)
+        dst_s[static_cast<std::size_t>(r) * scale_bytes + i] = __ldg(src_s + t * scale_bytes + i);
+  }
+}
+
+//! out[t][c] = sum_j y[row_of_pair[t k + j]][c] (fp32, j ascending); bf16 and optional fp32.
+template <int = 0>  // a template, so the header can be in several TUs
+__global__ void __launch_bounds__(256)
+    combine_kernel(const float* __restrict__ y, const int* __restrict__ row_of_pair, int tokens,
+                   int k, int H, __nv_bfloat16* __restrict__ out, float* __restrict__ out_f32) {
+  const int per_row = H / 4;
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<long long>(tokens) * per_row) return;
+  const int t = static_cast<int>(idx / per_row), c = static_cast<int>(idx % per_row) * 4;
+  float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int j = 0; j < k; ++j) {
+    const std::size_t row = static_cast<std::size_t>(__ldg(row_of_pair + t * k + j));
+    const float4 v = __ldg(reinterpret_cast<const float4*>(y + row * H + c));
+    s.x = __fadd_rn(s.x, v.x);
+    s.y = __fadd_rn(s.y, v.y);
+    s.z = __fadd_rn(s.z, v.z);
+    s.w = __fadd_rn(s.w, v.w);
+  }
+  const std::size_t o = static_cast<std::size_t>(t) * H + c;
+  if (out_f32 != nullptr) *reinterpret_cast<float4*>(out_f32 + o) = s;
+  __nv_bfloat162 lo = __floats2bfloat162_rn(s.x, s.y), hi = __floats2bfloat162_rn(s.z, s.w);
+  *reinterpret_cast<__nv_bfloat162*>(out + o) = lo;
+  *reinterpret_cast<__nv_bfloat162*>(out + o + 2) = hi;
+}
+
+//! bf16 policy: acc[r][n] = sum_k a[r][k] * w[e(r)][n][k] in fp32, one warp per output (plain
+//! reference kernel; lanes stride K, then a butterfly).
+template <int = 0>  // a template, so the header can be in several TUs
+__global__ void __launch_bounds__(256)
+    bf16_grouped_kernel(const __nv_bfloat16* __restrict__ a, const __nv_bfloat16* __restrict__ w,
+                        const int* __restrict__ expert_of_row, int rows, int N, int K,
+                        float* __restrict__ acc) {
+  const long long warp = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (warp >= static_cast<long long>(rows) * N) return;
+  const int r = static_cast<int>(warp / N), n = static_cast<int>(warp % N);
+  const int e = __ldg(expert_of_row + r);
+  const __nv_bfloat16* ar = a + static_cast<std::size_t>(r) * K;
+  const __nv_bfloat16* wr = w + (static_cast<std::size_t>(e) * N + n) * K;
+  float s = 0.0f;
+  for (int k = lane; k < K; k += 32)
+    s = __fadd_rn(s, __fmul_rn(__bfloat162float(ar[k]), __bfloat162float(wr[k])));
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, off));
+  if (lane == 0) acc[static_cast<std::size_t>(r) * N + n] = s;
+}
+
+//! The epilogue chain over fp32 accumulators `[rows, N]` (bf16 policy).
+template <class Epi, int W>
+__global__ void __launch_bounds__(128)
+    rows_epilogue_kernel(const float* __restrict__ acc, int rows, int N,
+                         const __grid_constant__ typename Epi::params ep) {
+  const int per_row = (N + W - 1) / W;
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<long long>(rows) * per_row) return;
+  epilogue::fragment<W> f;
+  f.row = static_cast<int>(idx / per_row);
+  f.col = static_cast<int>(idx % per_row) * W;
+  f.count = min(W, N - f.col);
+  for (int i = 0; i < W; ++i) {
+    f.v[i] = i < f.count ? acc[static_cast<std::size_t>(f.row) * N + f.col + i] : 0.0f;
+    f.r[i] = 0.0f;
+  }
+  (void)epilogue::apply_node<Epi>(f, ep);
+}
+
+template <class Epi>
+cudaError_t bf16_grouped(const __nv_bfloat16* a, const __nv_bfloat16* w, const int* expert_of_row,
+                         int rows, int N, int K, float* acc, const typename Epi::arguments& epi,
+                         cudaStream_t stream) {
+  namespace kd = ::quads::kernels::detail;
+  if (const char* why = epilogue::check_arguments<Epi>(epi, rows, N)) return kd::fail(why);
+  const long long warps = static_cast<long long>(rows) * N;
+  bf16_grouped_kernel<><<<static_cast<unsigned>((warps * 32 + 255) / 256), 256, 0, stream>>>(
+      a, w, expert_of_row, rows, N, K, acc);
+  constexpr int W = gemm::epilogue_fragment_width<Epi>;
+  const long long frags = static_cast<long long>(rows) * ((N + W - 1) / W);
+  rows_epilogue_kernel<Epi, W><<<static_cast<unsigned>((frags + 127) / 128), 128, 0, stream>>>(
+      acc, rows, N, Epi::to_params(epi));
+  return kd::after_launch();
+}
+
+} // namespace detail
+
+//! Plans a layer call for `tokens` tokens (host only; the CUB temp size is a host query).
+//! `gu_selected` / `dn_selected`: QUADS |S| of the gate_up set and of each down set (multiples of
+//! 16; ignored by the other policies). `sm_count` sizes the grouped GEMMs' grids.
+template <layer_policy P>
+layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_config& rc,
+                         int gu_selected = 0, int dn_selected = 0, int sm_count = 132) {
+  layer_plan<P> p;
+  p.shape = shape;
+  p.tokens = tokens;
+  p.rows = tokens * shape.top_k;
+  p.gu_selected = P == layer_policy::quads_rac ? gu_selected : 0;
+  p.dn_selected = P == layer_policy::quads_rac ? dn_selected : 0;
+  p.routing = plan_routing(tokens, rc);
+  if (tokens <= 0 || rc.experts != shape.experts || rc.top_k != shape.top_k || shape.hidden <= 0 ||
+      shape.intermediate <= 0)
+    return p;
+  const int H = shape.hidden, I = shape.intermediate, n = p.rows;
+  const std::size_t Hp = static_cast<std::size_t>(H + p.gu_selected);
+  const std::size_t Ip = static_cast<std::size_t>(I + p.dn_selected);
+  if constexpr (P != layer_policy::bf16) {
+    p.gu = gemm::plan_grouped(n, 2 * I, H, shape.experts, false, {}, sm_count);
+    p.dn = gemm::plan_grouped(n, H, I, shape.experts, false, {}, sm_count);
+  }
+  std::size_t off = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t o = off;
+    off += detail::align_up(bytes);
+    return o;
+  };
+  p.off_routing = take(detail::routing_bytes(n, shape.experts));
+  p.off_routing_ws = take(p.routing.workspace_bytes);
+  if constexpr (fp4_activations(P)) {
+    p.off_xq = take(static_cast<std::size_t>(tokens) * Hp / 2);
+    p.off_xs = take(static_cast<std::size_t>(tokens) * Hp / block);
+    p.off_a1 = take(static_cast<std::size_t>(n) * Hp / 2);
+    p.off_a1s = take(static_cast<std::size_t>(n) * Hp / block);
+    p.off_h = take(static_cast<std::size_t>(n) * Ip / 2);
+    p.off_hs = take(static_cast<std::size_t>(n) * Ip / block);
+  } else {
+    p.off_a1 = take(static_cast<std::size_t>(n) * H * 2);
+    p.off_h = take(static_cast<std::size_t>(n) * I * 2);
+  }
+  p.off_y = take(static_cast<std::size_t>(n) * H * sizeof(float));
+  std::size_t gemm_ws = 0;
+  if constexpr (P != layer_policy::bf16) {
+    gemm_ws = p.gu.workspace_bytes > p.dn.workspace_bytes ? p.gu.workspace_bytes
+                                                          : p.dn.workspace_bytes;
+  } else {
+    const std::size_t a = static_cast<std::size_t>(n) * 2 * I, b = static_cast<std::size_t>(n) * H;
+    gemm_ws = (a > b ? a : b) * sizeof(float);
+  }
+  p.off_gemm = take(gemm_ws);
+  p.workspace_bytes = off;
+  p.valid = true;
+  return p;
+}
+
+//! The routing arrays of a layer call inside its workspace (valid after `forward`).
+template <layer_policy P>
+routing_view routing_in(const layer_plan<P>& plan, void* workspace) {
+  return detail::routing_at(static_cast<std::uint8_t*>(workspace) + plan.off_routing, plan.rows,
+                            plan.shape.experts);
+}
+
+//! Runs the layer (see the file comment). Returns the first failing step's error (message in
+//! `quads::kernels::last_error_message()`); enqueues nothing after it.
+template <layer_policy P>
+cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
+                    const layer_numerics_view& num, const layer_io& io, void* workspace,
+                    cudaStream_t stream) {
+  namespace kd = ::quads::kernels::detail;
+  if (!plan.valid) return kd::fail("quads: moe::forward: invalid plan (see plan_layer)");
+  if (workspace == nullptr || !kd::aligned(workspace, 256))
+    return kd::fail("quads: moe::forward: workspace (plan.workspace_bytes, 256-byte aligned)");
+  if (io.x == nullptr || io.logits == nullptr || io.out == nullptr || !kd::aligned(io.x, 16) ||
+      !kd::aligned(io.out, 16))
+    return kd::fail("quads: moe::forward: x, logits and out are required (x, out 16-byte "
+                    "aligned)");
+  const layer_shape& s = plan.shape;
+  const int T = plan.tokens, n = plan.rows, H = s.hidden, I = s.intermediate, E = s.experts;
+  const int k = s.top_k;
+  if (H % 32 != 0 || I % 32 != 0)
+    return kd::fail("quads: moe::forward: H and I must be multiples of 32");
+  if constexpr (fp4_weights(P)) {
+    if (w.gate_up == nullptr || w.gate_up_scales == nullptr || w.gate_up_ts == nullptr ||
+        w.down == nullptr || w.down_scales == nullptr || w.down_ts == nullptr)
+      return kd::fail("quads: moe::forward: NVFP4 weights, scales and tensor scales needed");
+  } else {
+    if (w.gate_up_bf16 == nullptr || w.down_bf16 == nullptr)
+      return kd::fail("quads: moe::forward: bf16 weights needed");
+  }
+  if constexpr (fp4_activations(P)) {
+    if (num.x_scale == nullptr || num.h_scales == nullptr)
+      return kd::fail("quads: moe::forward: NVFP4 activations need x_scale and h_scales");
+  }
+  if constexpr (P == layer_policy::quads_rac) {
+    if (num.gate_up_sel.channels != H || num.gate_up_sel.order != nullptr ||
+        num.gate_up_sel.selected_blocks * block != plan.gu_selected ||
+        (plan.dn_selected > 0 && num.down_slots == nullptr))
+      return kd::fail("quads: moe::forward: QUADS needs an unpermuted gate_up selection of K = H "
+                      "with plan.gu_selected channels and the down slot tables");
+  }
+  auto* base = static_cast<std::uint8_t*>(workspace);
+  const routing_view rv = routing_in(plan, workspace);
+  if (cudaError_t e = route(plan.routing, io.logits, rv, base + plan.off_routing_ws, stream);
+      e != cudaSuccess)
+    return e;
+
+  float* y = reinterpret_cast<float*>(base + plan.off_y);
+  void* gws = base + plan.off_gemm;
+  const unsigned gather_grid = static_cast<unsigned>((n + 7) / 8);
+  const epilogue::alpha_source gu_alpha = [&] {
+    epilogue::alpha_source a{};
+    if constexpr (fp4_activations(P)) {
+      a.a = num.x_scale;
+      a.a_mode = epilogue::scale_source::tensor;
+    }
+    if constexpr (fp4_weights(P)) {
+      a.w = w.gate_up_ts;
+      a.w_mode = epilogue::scale_source::expert;
+    }
+    a.expert_of_row = rv.expert_of_row;
+    return a;
+  }();
+  const epilogue::alpha_source dn_alpha = [&] {
+    epilogue::alpha_source a{};
+    if constexpr (fp4_activations(P)) {
+      a.a = num.h_scales;
+      a.a_mode = num.h_mode;
+    }
+    if constexpr (fp4_weights(P)) {
+      a.w = w.down_ts;
+      a.w_mode = epilogue::scale_source::expert;
+    }
+    a.expert_of_row = rv.expert_of_row;
+    return a;
+  }();
+  const down_epilogue::arguments dn_epi{dn_alpha, {rv.weight_of_row}, {y, H}};
+
+  if constexpr (fp4_activations(P)) {
+    constexpr bool rac = P == layer_policy::quads_rac;
+    const int Hp = H + plan.gu_selected, Ip = I + plan.dn_selected;
+    std::uint8_t* xq = base + plan.off_xq;
+    std::uint8_t* xs = base + plan.off_xs;
+    std::uint8_t* a1 = base + plan.off_a1;
+    std::uint8_t* a1s = base + plan.off_a1s;
+    std::uint8_t* h = base + plan.off_h;
+    std::uint8_t* hs = base + plan.off_hs;
+    if constexpr (rac) {
+      compensation::kernels::rac_args ra;
+      ra.residual = compensation::residual_scale::shared;
+      ra.given = num.x_scale;
+      if (cudaError_t e = compensation::kernels::rac_quantize<activation_quantizer>(
+              io.x, T, num.gate_up_sel, compensation::kernels::rac_view{xq, xs, nullptr, nullptr},
+              ra, stream);
+          e != cudaSuccess)
+        return e;
+    } else {
+      ::quads::kernels::scale_args sa;
+      sa.given = num.x_scale;
+      sa.given_count = 1;
+      if (cudaError_t e = ::quads::kernels::quantize<activation_quantizer>(
+              io.x, ::quads::kernels::tensor_shape{1, T, H}, {xq, xs, nullptr}, sa, stream);
+          e != cudaSuccess)
+        return e;
+    }
+    detail::gather_rows_kernel<><<<gather_grid, 256, 0, stream>>>(xq, xs, a1, a1s, n, k, Hp / 2,
+                                                                Hp / block, rv.pair_of_row);
+    const gemm::fp4_expert_weights<nvfp4> wgu{w.gate_up, w.gate_up_scales, E};
+    const gemm::fp4_expert_weights<nvfp4> wdn{w.down, w.down_scales, E};
+    const gate_up_fp4_epilogue::arguments gu_epi{
+        gu_alpha,
+        {},
+        {io.h_pre, I},
+        {h, hs, num.h_scales, num.h_mode, rv.expert_of_row, rac ? num.down_slots : nullptr,
+         plan.dn_selected, n, I, 0}};
+    if constexpr (rac) {
+      gemm::rac_activations<nvfp4> a{};
+      a.data = a1;
+      a.scales = a1s;
+      a.slot = num.gate_up_sel.slot;
+      a.selected = plan.gu_selected;
+      a.residual = compensation::residual_scale::shared;
+      a.slot_expert_stride = 0;
+      if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, gate_up_fp4_epilogue>(
+              plan.gu, wgu, a, rv.offsets, gu_epi, gws, stream);
+          e != cudaSuccess)
+        return e;
+      gemm::rac_activations<nvfp4> b{};
+      b.data = h;
+      b.scales = hs;
+      b.slot = num.down_slots;
+      b.selected = plan.dn_selected;
+      b.residual = compensation::residual_scale::shared;
+      b.slot_expert_stride = I / block;
+      if (plan.dn_selected > 0) {
+        if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
+                plan.dn, wdn, b, rv.offsets, dn_epi, gws, stream);
+            e != cudaSuccess)
+          return e;
+      } else {
+        if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
+                plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws,
+                stream);
+            e != cudaSuccess)
+          return e;
+      }
+    } else {
+      if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, gate_up_fp4_epilogue>(
+              plan.gu, wgu, gemm::fp4_activations<nvfp4>{a1, a1s}, rv.offsets, gu_epi, gws,
+              stream);
+          e != cudaSuccess)
+        return e;
+      if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
+              plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws, stream);
+          e != cudaSuccess)
+        return e;
+    }
+    (void)Ip;
+  } else {
+    auto* a1 = reinterpret_cast<__nv_bfloat16*>(base + plan.off_a1);
+    auto* h = reinterpret_cast<__nv_bfloat16*>(base + plan.off_h);
+    detail::gather_rows_kernel<><<<gather_grid, 256, 0, stream>>>(
+        reinterpret_cast<const std::uint8_t*>(io.x), nullptr, reinterpret_cast<std::uint8_t*>(a1),
+        nullptr, n, k, H * 2, 0, rv.pair_of_row);
+    const gate_up_bf16_epilogue::arguments gu_epi{
+        gu_alpha, {}, {io.h_pre, I}, {reinterpret_cast<bf16_t*>(h), I}};
+    if constexpr (P == layer_policy::w4a16) {
+      const gemm::fp4_expert_weights<nvfp4> wgu{w.gate_up, w.gate_up_scales, E};
+      const gemm::fp4_expert_weights<nvfp4> wdn{w.down, w.down_scales, E};
+      if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, gate_up_bf16_epilogue>(
+              plan.gu, wgu, gemm::dense_activations<gemm::bf16_lane>{a1}, rv.offsets, gu_epi, gws,
+              stream);
+          e != cudaSuccess)
+        return e;
+      if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
+              plan.dn, wdn, gemm::dense_activations<gemm::bf16_lane>{h}, rv.offsets, dn_epi, gws,
+              stream);
+          e != cudaSuccess)
+        return e;
+    } else {
+      float* acc = static_cast<float*>(gws);
+      if (cudaError_t e = detail::bf16_grouped<gate_up_bf16_epilogue>(
+              a1, w.gate_up_bf16, rv.expert_of_row, n, 2 * I, H, acc, gu_epi, stream);
+          e != cudaSuccess)
+        return e;
+      if (cudaError_t e = detail::bf16_grouped<down_epilogue>(h, w.down_bf16, rv.expert_of_row, n,
+                                                              H, I, acc, dn_epi, stream);
+          e != cudaSuccess)
+        return e;
+    }
+  }
+  const long long quads4 = static_cast<long long>(T) * (H / 4);
+  detail::combine_kernel<><<<static_cast<unsigned>((quads4 + 255) / 256), 256, 0, stream>>>(
+      y, rv.row_of_pair, T, k, H, io.out, io.out_f32);
+  return kd::after_launch();
+}
+
+} // namespace quads::moe

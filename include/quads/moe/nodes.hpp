@@ -1,0 +1,171 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Epilogue nodes of the MoE expert MLP (host + device): `quantize_expert_output`
+//!        (NVFP4 output with a per-layer or per-expert tensor scale and, for RAC, the residual of
+//!        the expert's own channel set in the `[Q(h) | Q(r_S)]` layout), `route_weight` (the
+//!        top-k weight of the row) and `tap<T>` (an optional side store).
+//!
+//! They follow the `epilogue_node` concept (quads/epilogue/node.hpp), so the GPU grouped GEMM and
+//! the host reference (`quads::gemm::reference::apply_epilogue`) run the same code on the same
+//! fp32 values and write the same bytes.
+#pragma once
+
+#include <quads/config.hpp>
+
+#include <quads/compensation/residual.hpp>
+#include <quads/detail/float_bits.hpp>
+#include <quads/epilogue/fragment.hpp>
+#include <quads/epilogue/node.hpp>
+#include <quads/epilogue/nodes.hpp>
+#include <quads/layout/scale_layouts.hpp>
+#include <quads/quant/block_quantizer.hpp>
+#include <quads/quant/tensor_scale.hpp>
+#include <quads/scheme/schemes.hpp>
+
+#include <cuda/std/cstdint>
+
+namespace quads::moe {
+
+//! Quantizes the expert MLP's intermediate `h` (`rows x cols`, grouped rows) to `Quantizer`'s
+//! format with a given tensor scale, the down GEMM's activation operand; with RAC it also writes
+//! the residual `Q(h - QDQ(h))` of the blocks of the row's expert's channel set.
+//!
+//! Output layout (that of `compensation::reference::rac_activation` and of
+//! `gemm::rac_activations`, with `selected = 0` the plain quantized layout): row `r` holds
+//! `(cols + selected) / 2` bytes, Q(h) codes then the residual blocks; scale bytes linear
+//! `[rows, (cols + selected) / B]`, residual block j's scale in column `cols / B + j`.
+//! - `scale` points to one tensor scale (`scale_source::tensor`, per layer) or one per expert
+//!   (`scale_source::expert`, indexed by `expert_of_row[row]`). The residual shares it
+//!   (`residual_scale::shared`: one alpha for the down GEMM).
+//! - `slot` (RAC): `[experts, cols / B]` ints, expert e's slot table (residual index of each
+//!   block, or -1), each expert selecting `selected / B` blocks; null without RAC.
+//! - Stochastic rounding: x block index `row * (cols / B) + kb`, residual block index
+//!   `compensation::residual_block_index(rows, cols / B, selected / B, row, j)` (as
+//!   `rac_quantize`).
+template <class Quantizer>
+struct quantize_expert_output {
+  using format = typename Quantizer::format;
+  static constexpr int block_size = Quantizer::block_size;
+  static constexpr int min_width = block_size;
+  static_assert(!is_two_level<format> || Quantizer::options.global == global_scale::given,
+                "quads: quantize_expert_output needs global_scale::given (a calibrated scale)");
+  static_assert(Quantizer::options.math != scale_math::rcp_approx,
+                "quads: quantize_expert_output uses exact scale math (host reference)");
+
+  struct arguments {
+    ::cuda::std::uint8_t* data = nullptr;
+    ::cuda::std::uint8_t* scales = nullptr;
+    const tensor_scale* scale = nullptr;
+    epilogue::scale_source mode = epilogue::scale_source::tensor;  //!< tensor or expert
+    const int* expert_of_row = nullptr;
+    const int* slot = nullptr;  //!< RAC slot tables [E, cols / B], or null
+    int selected = 0;           //!< |S| per expert (multiple of B); 0 without RAC
+    int rows = 0;
+    int cols = 0;  //!< output columns at this node (the intermediate size I)
+    ::cuda::std::uint64_t seed = 0;
+  };
+  using params = arguments;
+  static constexpr params to_params(const arguments& a) noexcept { return a; }
+
+  template <int W>
+  QUADS_API static epilogue::fragment<W> apply(const epilogue::fragment<W>& f,
+                                               const params& p) noexcept {
+    static_assert(W % block_size == 0, "quads: quantize_expert_output needs whole blocks");
+    using rq = compensation::residual_quantizer<Quantizer>;
+    const int nkb = p.cols / block_size, nsel = p.selected / block_size;
+    const int e = p.expert_of_row != nullptr ? p.expert_of_row[f.row] : 0;
+    tensor_scale ts{};
+    if constexpr (is_two_level<format>)
+      ts = p.mode == epilogue::scale_source::expert ? p.scale[e] : p.scale[0];
+    const int row_cols = p.cols + p.selected;
+    const linear_scales layout{p.rows, row_cols / block_size};
+    ::cuda::std::uint8_t* row = p.data + static_cast<::cuda::std::size_t>(f.row) *
+                                             static_cast<::cuda::std::size_t>(row_cols / 2);
+    for (int b = 0; b < W / block_size; ++b) {
+      if (b * block_size >= f.count) break;
+      float x[block_size];
+      for (int i = 0; i < block_size; ++i) x[i] = f.v[b * block_size + i];
+      const int kb = (f.col + b * block_size) / block_size;
+      const int j = p.slot != nullptr ? p.slot[static_cast<::cuda::std::size_t>(e) * nkb + kb] : -1;
+      const auto bx = Quantizer::bits_for(
+          p.seed, static_cast<::cuda::std::uint64_t>(f.row) * static_cast<::cuda::std::uint64_t>(nkb) +
+                      static_cast<::cuda::std::uint64_t>(kb));
+      packed_block<format> qx{};
+      if (j >= 0) {
+        const auto br = Quantizer::bits_for(
+            p.seed, compensation::residual_block_index(p.rows, nkb, nsel, f.row, j));
+        const compensation::rac_block<format> q = rq::quantize(x, ts, ts, bx, br);
+        qx = q.x;
+        ::cuda::std::uint8_t* dst = row + (p.cols + j * block_size) / 2;
+        for (int i = 0; i < block_size / 2; ++i) dst[i] = q.r.codes[i];
+        p.scales[layout.offset(f.row, nkb + j)] = q.r.scale;
+      } else {
+        qx = Quantizer::quantize(x, ts, bx);
+      }
+      ::cuda::std::uint8_t* dst = row + kb * block_size / 2;
+      for (int i = 0; i < block_size / 2; ++i) dst[i] = qx.codes[i];
+      p.scales[layout.offset(f.row, kb)] = qx.scale;
+    }
+    return f;
+  }
+
+  static const char* check(const arguments& a, int rows, int cols) {
+    if (a.data == nullptr || a.scales == nullptr)
+      return "quads: quantize_expert_output: `data` and `scales` must not be null";
+    if (is_two_level<format> && a.scale == nullptr)
+      return "quads: quantize_expert_output: `scale` (the given tensor scale) must not be null";
+    if (a.mode != epilogue::scale_source::tensor && a.mode != epilogue::scale_source::expert)
+      return "quads: quantize_expert_output: mode must be scale_source::tensor or ::expert";
+    if ((a.mode == epilogue::scale_source::expert || a.slot != nullptr) &&
+        a.expert_of_row == nullptr)
+      return "quads: quantize_expert_output: per-expert scales or slots need `expert_of_row`";
+    if (a.rows != rows || a.cols != cols)
+      return "quads: quantize_expert_output: `rows`/`cols` must equal the output shape here";
+    if (cols % block_size != 0 || a.selected < 0 || a.selected % block_size != 0 ||
+        a.selected > cols)
+      return "quads: quantize_expert_output: cols and selected must be multiples of the block "
+             "size, selected <= cols";
+    if ((a.selected > 0) != (a.slot != nullptr))
+      return "quads: quantize_expert_output: `slot` is needed exactly when selected > 0";
+    return nullptr;
+  }
+};
+
+//! `v * weights[row]`: the top-k routing weight of a grouped row (`routing_view::weight_of_row`).
+struct route_weight {
+  struct arguments {
+    const float* weights = nullptr;
+  };
+  using params = arguments;
+  static constexpr params to_params(const arguments& a) noexcept { return a; }
+  QUADS_API static constexpr float apply(float v, int row, int, const params& p) noexcept {
+    return ::quads::detail::mul_rn(v, p.weights[row]);
+  }
+  static const char* check(const arguments& a, int, int) {
+    return a.weights == nullptr ? "quads: route_weight: `weights` is null" : nullptr;
+  }
+};
+
+//! `out[row * ld + col] = T(v)` when `out` is not null (values pass through): a debug / test
+//! side output, e.g. the fp32 SwiGLU output before it is quantized.
+template <class T = float>
+struct tap {
+  struct arguments {
+    T* out = nullptr;
+    ::cuda::std::int64_t ld = 0;
+  };
+  using params = arguments;
+  static constexpr params to_params(const arguments& a) noexcept { return a; }
+  QUADS_API static constexpr float apply(float v, int row, int col, const params& p) noexcept {
+    if (p.out != nullptr)
+      p.out[static_cast<::cuda::std::int64_t>(row) * p.ld + col] = element_traits<T>::from_float(v);
+    return v;
+  }
+  static const char* check(const arguments& a, int, int cols) {
+    return a.out != nullptr && a.ld < cols ? "quads: tap: `ld` is smaller than the column count"
+                                           : nullptr;
+  }
+};
+
+} // namespace quads::moe

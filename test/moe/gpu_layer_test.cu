@@ -1,0 +1,264 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The fused MoE layer on the GPU vs the host reference, stage by stage from the same
+//!        quantized operands, for every policy and T in {1, 4, 16, 64, 256}, plus a Qwen3-shaped
+//!        case, CUDA-graph capture/replay and run-to-run determinism.
+//!
+//! Per stage: routing exact; gathered input operand byte-exact; h_pre (fp32 SwiGLU output) within
+//! the fp32-summation bound of the float64 reference; h bytes == the host node run on the GPU's
+//! own h_pre (bit-exact); Y within the bound of the host down GEMM run on the GPU's own h; the
+//! combine bit-exact on the GPU's own Y; end to end (host stages on host operands) reported.
+#include <doctest/doctest.h>
+
+#include "gpu_helpers.cuh"
+
+#include <quads/moe/layer.cuh>
+#include <quads/moe/reference.hpp>
+
+#include <test_support/seed.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace qm = quads::moe;
+namespace qr = quads::moe::reference;
+using moe_test::dbuf;
+
+namespace {
+
+struct gpu_run {
+  std::vector<float> out_f32, h_pre, y;
+  std::vector<std::uint16_t> out;
+  std::vector<std::uint8_t> a1, a1s, h, hs;
+  qm::routing_result routing;
+};
+
+template <qm::layer_policy P>
+gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d, bool graph = false,
+                  int repeats = 1) {
+  const auto& s = p.shape;
+  const int T = p.tokens, n = T * s.top_k, H = s.hidden, I = s.intermediate;
+  const auto plan = qm::plan_layer<P>(T, s, p.rc, p.num.gate_up_sel.selected,
+                                      p.num.down_selected());
+  REQUIRE(plan.valid);
+  dbuf ws(plan.workspace_bytes), out(static_cast<std::size_t>(T) * H * 2),
+      outf(static_cast<std::size_t>(T) * H * 4), hpre(static_cast<std::size_t>(n) * I * 4);
+  qm::layer_io io{d.x_bf16(), d.logits.get<float>(), out.get<__nv_bfloat16>(), outf.get<float>(),
+                  hpre.get<float>()};
+  cudaStream_t st;
+  MOE_CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  if (graph) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    MOE_CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    MOE_CUDA_OK(qm::forward(plan, d.w, d.num, io, ws.get(), st));
+    MOE_CUDA_OK(cudaStreamEndCapture(st, &g));
+    MOE_CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < repeats; ++i) MOE_CUDA_OK(cudaGraphLaunch(ge, st));
+    MOE_CUDA_OK(cudaStreamSynchronize(st));
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+  } else {
+    for (int i = 0; i < repeats; ++i) MOE_CUDA_OK(qm::forward(plan, d.w, d.num, io, ws.get(), st));
+    MOE_CUDA_OK(cudaStreamSynchronize(st));
+  }
+  cudaStreamDestroy(st);
+  gpu_run r;
+  const auto* base = ws.get<std::uint8_t>();
+  r.out_f32 = moe_test::download<float>(outf.get(), static_cast<std::size_t>(T) * H);
+  r.out = moe_test::download<std::uint16_t>(out.get(), static_cast<std::size_t>(T) * H);
+  r.h_pre = moe_test::download<float>(hpre.get(), static_cast<std::size_t>(n) * I);
+  r.y = moe_test::download<float>(base + plan.off_y, static_cast<std::size_t>(n) * H);
+  const int Hp = H + plan.gu_selected, Ip = I + plan.dn_selected;
+  if constexpr (qm::fp4_activations(P)) {
+    r.a1 = moe_test::download<std::uint8_t>(base + plan.off_a1, static_cast<std::size_t>(n) * Hp / 2);
+    r.a1s = moe_test::download<std::uint8_t>(base + plan.off_a1s, static_cast<std::size_t>(n) * Hp / 16);
+    r.h = moe_test::download<std::uint8_t>(base + plan.off_h, static_cast<std::size_t>(n) * Ip / 2);
+    r.hs = moe_test::download<std::uint8_t>(base + plan.off_hs, static_cast<std::size_t>(n) * Ip / 16);
+  } else {
+    r.a1 = moe_test::download<std::uint8_t>(base + plan.off_a1, static_cast<std::size_t>(n) * H * 2);
+    r.h = moe_test::download<std::uint8_t>(base + plan.off_h, static_cast<std::size_t>(n) * I * 2);
+  }
+  const auto rv = qm::routing_in(plan, ws.get());
+  r.routing.tokens = T;
+  r.routing.experts = s.experts;
+  r.routing.top_k = s.top_k;
+  r.routing.topk_expert = moe_test::download<int>(rv.topk_expert, n);
+  r.routing.topk_weight = moe_test::download<float>(rv.topk_weight, n);
+  r.routing.offsets = moe_test::download<int>(rv.offsets, s.experts + 1);
+  r.routing.row_of_pair = moe_test::download<int>(rv.row_of_pair, n);
+  r.routing.pair_of_row = moe_test::download<int>(rv.pair_of_row, n);
+  r.routing.expert_of_row = moe_test::download<int>(rv.expert_of_row, n);
+  r.routing.weight_of_row = moe_test::download<float>(rv.weight_of_row, n);
+  return r;
+}
+
+double silu(double g) { return g / (1.0 + std::exp(-g)); }
+
+//! Compares a GPU run with the host reference stage by stage (see the file comment).
+template <qm::layer_policy P>
+void check_layer(const moe_test::problem& p, const gpu_run& g) {
+  const auto& s = p.shape;
+  const int T = p.tokens, n = T * s.top_k, H = s.hidden, I = s.intermediate;
+  const auto want = qr::forward(P, p.x, p.logits, T, p.rc, p.w, p.num);
+  // 1. routing
+  REQUIRE(g.routing.offsets == want.routing.offsets);
+  REQUIRE(g.routing.pair_of_row == want.routing.pair_of_row);
+  CHECK(std::memcmp(g.routing.weight_of_row.data(), want.routing.weight_of_row.data(),
+                    sizeof(float) * n) == 0);
+  // 2. the gathered input operand
+  if constexpr (qm::fp4_activations(P)) {
+    CHECK(g.a1 == want.a1.data);
+    CHECK(g.a1s == want.a1.scales);
+  } else {
+    const auto bits = moe_test::to_bf16_bits(want.a1.dense);
+    CHECK(std::memcmp(g.a1.data(), bits.data(), bits.size() * 2) == 0);
+  }
+  // 3. h_pre within the fp32-summation bound
+  const auto plan = qm::plan_layer<P>(T, s, p.rc, p.num.gate_up_sel.selected, p.num.down_selected());
+  const int splits_gu = P == qm::layer_policy::bf16 ? 1 : plan.gu.splits;
+  const int splits_dn = P == qm::layer_policy::bf16 ? 1 : plan.dn.splits;
+  const auto gu_alpha = qr::gate_up_alpha(P, &p.num.x_scale, p.w.gate_up.tensor_scales.data(),
+                                          want.routing.expert_of_row.data());
+  int bad = 0;
+  double worst = 0;
+  for (int r = 0; r < n; ++r)
+    for (int j = 0; j < I; ++j) {
+      const double a = quads::gemm::reference::alpha_at(gu_alpha, r, 2 * j);
+      const double gv = a * want.gu.acc.acc[want.gu.acc.index(r, 2 * j)];
+      const double uv = a * want.gu.acc.acc[want.gu.acc.index(r, 2 * j + 1)];
+      const double tg = a * quads::gemm::reference::tolerance(want.gu.acc, r, 2 * j, splits_gu);
+      const double tu = a * quads::gemm::reference::tolerance(want.gu.acc, r, 2 * j + 1, splits_gu);
+      const double ref = silu(gv) * uv;
+      const double bound = 1.1 * std::fabs(uv) * tg + (std::fabs(silu(gv)) + 1.1 * tg) * tu +
+                           1e-5 * (std::fabs(ref) + std::fabs(uv) + std::fabs(gv)) + 1e-30;
+      const double err = std::fabs(g.h_pre[static_cast<std::size_t>(r) * I + j] - ref);
+      worst = std::max(worst, err / bound);
+      if (err > bound) ++bad;
+    }
+  INFO("h_pre: worst error / bound = " << worst);
+  CHECK(bad == 0);
+  // 4. h bytes == the host node on the GPU's own h_pre
+  qr::operand gh;
+  if constexpr (qm::fp4_activations(P)) {
+    const bool rac = P == qm::layer_policy::quads_rac;
+    const std::vector<int> slots = rac ? qr::down_slot_tables(p.num, I) : std::vector<int>{};
+    gh = qr::quantize_h(g.h_pre, n, I, p.num, want.routing, slots, rac);
+    CHECK(g.h == gh.data);
+    CHECK(g.hs == gh.scales);
+    gh.data = g.h;
+    gh.scales = g.hs;
+  } else {
+    gh.rows = n;
+    gh.cols = I;
+    gh.dense.resize(static_cast<std::size_t>(n) * I);
+    for (std::size_t i = 0; i < gh.dense.size(); ++i) gh.dense[i] = qr::round_bf16(g.h_pre[i]);
+    const auto bits = moe_test::to_bf16_bits(gh.dense);
+    CHECK(std::memcmp(g.h.data(), bits.data(), bits.size() * 2) == 0);
+  }
+  // 5. Y within the bound of the host down GEMM on the GPU's h
+  const auto dn = qr::down(P, gh, want.routing, p.w, p.num);
+  const auto dn_alpha = qr::down_alpha(P, p.num.h_scales.data(), p.num.h_mode(),
+                                       p.w.down.tensor_scales.data(),
+                                       want.routing.expert_of_row.data());
+  bad = 0;
+  worst = 0;
+  for (int r = 0; r < n; ++r)
+    for (int c = 0; c < H; ++c) {
+      const double aw = std::fabs(quads::gemm::reference::alpha_at(dn_alpha, r, c) *
+                                  want.routing.weight_of_row[r]);
+      const double ref = dn.y[static_cast<std::size_t>(r) * H + c];
+      const double bound =
+          aw * quads::gemm::reference::tolerance(dn.acc, r, c, splits_dn) + 1e-6 * std::fabs(ref) +
+          1e-30;
+      const double err = std::fabs(g.y[static_cast<std::size_t>(r) * H + c] - ref);
+      worst = std::max(worst, err / bound);
+      if (err > bound) ++bad;
+    }
+  INFO("Y: worst error / bound = " << worst);
+  CHECK(bad == 0);
+  // 6. combine bit-exact on the GPU's Y; bf16 output = RNE of the fp32 one
+  const auto comb = qr::combine(g.y, want.routing, H);
+  CHECK(std::memcmp(comb.data(), g.out_f32.data(), comb.size() * sizeof(float)) == 0);
+  CHECK(g.out == moe_test::to_bf16_bits(g.out_f32));
+  // 7. end to end (host operands throughout): only h codes near a rounding boundary may differ
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < want.out.size(); ++i) {
+    num += (static_cast<double>(g.out_f32[i]) - want.out[i]) * (g.out_f32[i] - want.out[i]);
+    den += static_cast<double>(want.out[i]) * want.out[i];
+  }
+  const double rel = std::sqrt(num / (den > 0 ? den : 1));
+  std::printf("  moe layer %-10s E=%d k=%d H=%d I=%d T=%-4d end-to-end rel. diff vs host %.3g\n",
+              qm::to_string(P), s.experts, s.top_k, H, I, T, rel);
+  CHECK(rel < 2e-2);
+}
+
+template <qm::layer_policy P>
+void sweep(std::uint64_t seed) {
+  for (int T : {1, 4, 16, 64, 256}) {
+    const bool big = T % 2 == 0;
+    const qm::layer_shape s{big ? 16 : 8, big ? 4 : 2, 256, 128};
+    const auto p = moe_test::make_problem(s, T, seed + static_cast<std::uint64_t>(T), T == 16, 0.5);
+    const moe_test::device_problem d(p);
+    CAPTURE(T);
+    check_layer<P>(p, run_layer<P>(p, d));
+  }
+}
+
+} // namespace
+
+TEST_SUITE("moe.layer.gpu") {
+
+TEST_CASE("naive W4A4 layer matches the host reference stage by stage") {
+  sweep<qm::layer_policy::naive_w4a4>(quads_test::derived_seed("moe.gpu.naive"));
+}
+TEST_CASE("QUADS (W4A4 + RAC 50%) layer matches the host reference stage by stage") {
+  sweep<qm::layer_policy::quads_rac>(quads_test::derived_seed("moe.gpu.quads"));
+}
+TEST_CASE("W4A16 layer matches the host reference stage by stage") {
+  sweep<qm::layer_policy::w4a16>(quads_test::derived_seed("moe.gpu.w4a16"));
+}
+TEST_CASE("bf16 layer (plain reference kernel) matches the host reference stage by stage") {
+  sweep<qm::layer_policy::bf16>(quads_test::derived_seed("moe.gpu.bf16"));
+}
+
+TEST_CASE("Qwen3-30B-A3B-shaped layer (E=128, k=8, H=2048, I=768) matches for every policy") {
+  const qm::layer_shape s{128, 8, 2048, 768};
+  const int T = quads_test::seed() % 2 ? 4 : 16;
+  const auto p = moe_test::make_problem(s, T, quads_test::derived_seed("moe.gpu.qwen"), true, 0.5);
+  const moe_test::device_problem d(p);
+  check_layer<qm::layer_policy::quads_rac>(p, run_layer<qm::layer_policy::quads_rac>(p, d));
+  check_layer<qm::layer_policy::naive_w4a4>(p, run_layer<qm::layer_policy::naive_w4a4>(p, d));
+  check_layer<qm::layer_policy::w4a16>(p, run_layer<qm::layer_policy::w4a16>(p, d));
+}
+
+TEST_CASE("the layer captured in a CUDA graph and replayed equals a direct run bit for bit") {
+  for (int T : {4, 300}) {
+    const qm::layer_shape s{16, 8, 256, 128};
+    const auto p = moe_test::make_problem(s, T, quads_test::derived_seed("moe.gpu.graph") + T);
+    const moe_test::device_problem d(p);
+    const auto direct = run_layer<qm::layer_policy::quads_rac>(p, d, false, 1);
+    const auto replay = run_layer<qm::layer_policy::quads_rac>(p, d, true, 3);
+    CAPTURE(T);
+    CHECK(std::memcmp(direct.out_f32.data(), replay.out_f32.data(),
+                      direct.out_f32.size() * sizeof(float)) == 0);
+    CHECK(direct.h == replay.h);
+    const auto again = run_layer<qm::layer_policy::quads_rac>(p, d, false, 2);
+    CHECK(std::memcmp(direct.out_f32.data(), again.out_f32.data(),
+                      direct.out_f32.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("forward refuses missing operands without launching") {
+  const qm::layer_shape s{8, 2, 256, 128};
+  const auto plan = qm::plan_layer<qm::layer_policy::naive_w4a4>(4, s, {8, 2});
+  REQUIRE(plan.valid);
+  dbuf ws(plan.workspace_bytes);
+  CHECK(qm::forward(plan, {}, {}, {}, ws.get(), nullptr) == cudaErrorInvalidValue);
+  CHECK(!qm::plan_layer<qm::layer_policy::naive_w4a4>(4, s, {8, 3}).valid);
+}
+
+} // TEST_SUITE
