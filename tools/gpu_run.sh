@@ -13,7 +13,11 @@ if [ "${1:-}" = --stage ]; then
   rm -rf carry/run && mkdir -p carry/run
   for f in test/gpu/gpu_tests test/policy/quads_policy_gpu_tests \
            test/compensation/quads_rac_gpu_tests test/gemm/quads_gemm_gpu_tests \
-           bench/quads_bench_gpu bench/rac/quads_bench_rac bench/gemm/quads_bench_gemm; do
+           test/moe/quads_moe_gpu_tests test/prefill/quads_prefill_gpu_tests \
+           examples/04_custom_epilogue/quads_demo_custom_epilogue \
+           examples/05_alignment_demo/quads_demo_alignment \
+           bench/quads_bench_gpu bench/rac/quads_bench_rac bench/gemm/quads_bench_gemm \
+           bench/moe/quads_bench_moe bench/prefill/quads_bench_prefill; do
     [ -x "$b/$f" ] && cp -f "$b/$f" carry/run/
   done
   lib=$(ldd "$b/bench/quads_bench_gpu" | awk '/libbenchmark/ {print $3}')
@@ -34,15 +38,20 @@ step() {  # name, timeout, command...
   grep -E "test cases|assertions|ERROR SUMMARY|RACECHECK SUMMARY|Status:" "$OUT/$name.log" | tail -4 | tee -a "$S"
   grep -B3 -A10 -E "ERROR:|FAILED" "$OUT/$name.log" | head -60 >> "$OUT/failures.txt"
 }
-for t in gpu_tests quads_policy_gpu_tests quads_rac_gpu_tests quads_gemm_gpu_tests; do
+TESTS="gpu_tests quads_policy_gpu_tests quads_rac_gpu_tests quads_gemm_gpu_tests quads_moe_gpu_tests quads_prefill_gpu_tests"
+for t in $TESTS; do
   [ -x "$R/$t" ] && step "$t" 200 "$R/$t"
 done
-for t in gpu_tests quads_policy_gpu_tests quads_rac_gpu_tests quads_gemm_gpu_tests; do
+[ -x "$R/quads_demo_custom_epilogue" ] && step example-04 60 "$R/quads_demo_custom_epilogue"
+[ -x "$R/quads_demo_alignment" ] && step example-05-gpu 120 "$R/quads_demo_alignment" --quick --require-gpu --threads 8 --out "$OUT/demo"
+for t in $TESTS; do
   [ -x "$R/$t" ] && QUADS_GPU_QUICK=1 step "memcheck-$t" 150 compute-sanitizer --tool memcheck --print-limit 20 "$R/$t"
 done
 QUADS_GPU_QUICK=1 step racecheck-gpu_tests 120 compute-sanitizer --tool racecheck --print-limit 20 "$R/gpu_tests"
 [ -x "$R/quads_bench_rac" ] && step bench-rac 120 "$R/quads_bench_rac" --benchmark_counters_tabular=true
 [ -x "$R/quads_bench_gemm" ] && step bench-gemm 180 "$R/quads_bench_gemm" --benchmark_counters_tabular=true
+[ -x "$R/quads_bench_prefill" ] && step bench-prefill 180 "$R/quads_bench_prefill" --benchmark_counters_tabular=true
+[ -x "$R/quads_bench_moe" ] && step bench-moe 240 "$R/quads_bench_moe" --benchmark_counters_tabular=true
 if [ -x "$R/quads_bench_gpu" ]; then
   mkdir -p "$OUT/bench"
   OUT=$OUT/bench QUADS_BENCH_DIR=$R step bench-gpu 300 bash tools/bench_gpu.sh
