@@ -13,7 +13,7 @@
 //! - `mainloop`: `prefill_gemm_prepared` alone (activations already prepared);
 //! - `prepass`: `prefill_prepare` alone.
 //! TFLOP/s = 2 M N K / time. Prints a table and one JSON line per row (prefix `json:`).
-//! Usage: quads_bench_prefill [reps=10]. Exits 77 without an sm_90 GPU.
+//! Usage: quads_bench_prefill [reps=10] [M (only this M)]. Exits 77 without an sm_90 GPU.
 #include <quads/gemm/prefill.cuh>
 
 #include <quads/epilogue/epilogue.hpp>
@@ -65,7 +65,8 @@ __global__ void fill_bf16(__nv_bfloat16* p, std::size_t n, std::uint64_t seed) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x) {
     const std::uint32_t h = hash32(seed * 0x9e3779b97f4a7c15ull + i);
-    p[i] = __float2bfloat16_rn(static_cast<float>(static_cast<int>(h & 0xffffu) - 32768) / 32768.0f);
+    p[i] =
+        __float2bfloat16_rn(static_cast<float>(static_cast<int>(h & 0xffffu) - 32768) / 32768.0f);
   }
 }
 __global__ void read_sweep(const uint4* p, std::size_t n, unsigned* sink) {
@@ -75,7 +76,7 @@ __global__ void read_sweep(const uint4* p, std::size_t n, unsigned* sink) {
     const uint4 v = __ldcs(p + i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
-  if (acc == 0x12345678u) *sink = acc;  // keeps the loads
+  if (acc == 0x12345678u) *sink = acc; // keeps the loads
 }
 
 template <class T>
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 10;
+  const int only_m = argc > 2 ? std::atoi(argv[2]) : 0; // 0: every M
   std::printf("quads prefill bench on %s, %d SMs, cold L2, median of %d\n", prop.name,
               prop.multiProcessorCount, reps);
   cublasHandle_t h = nullptr;
@@ -162,6 +164,7 @@ int main(int argc, char** argv) {
     fill_bytes<<<1024, 256>>>(ws, NK / 16, 2, true);
     fill_bf16<<<1024, 256>>>(wb, NK, 3);
     for (const int M : {256, 1024, 4096}) {
+      if (only_m != 0 && M != only_m) continue;
       const std::size_t MK = static_cast<std::size_t>(M) * K, MN = static_cast<std::size_t>(M) * N;
       auto* a = dalloc<std::uint8_t>(MK / 2);
       auto* as = dalloc<std::uint8_t>(MK / 16);
@@ -175,7 +178,9 @@ int main(int argc, char** argv) {
       BENCH_CHECK(cudaDeviceSynchronize());
       const qg::fp4_weights<quads::nvfp4> fw{w, ws};
       const qg::fp4_activations<quads::nvfp4> fa{a, as};
-      const epi_bf16::arguments args{{.a = ts, .a_mode = qe::scale_source::tensor, .w = ts + 1,
+      const epi_bf16::arguments args{{.a = ts,
+                                      .a_mode = qe::scale_source::tensor,
+                                      .w = ts + 1,
                                       .w_mode = qe::scale_source::tensor},
                                      {y, N}};
       const float alpha = 1.0f, beta = 0.0f;
@@ -192,9 +197,8 @@ int main(int argc, char** argv) {
       const double main_us = tm.median_us(reps, [&] {
         BENCH_CHECK(qg::prefill_gemm_prepared<epi_bf16>(plan, fw, prep, args, nullptr));
       });
-      const double prep_us = tm.median_us(reps, [&] {
-        BENCH_CHECK(qg::prefill_prepare(plan, fa, work, &prep, nullptr));
-      });
+      const double prep_us = tm.median_us(
+          reps, [&] { BENCH_CHECK(qg::prefill_prepare(plan, fa, work, &prep, nullptr)); });
       const double flop = 2.0 * M * static_cast<double>(N) * K;
       auto tf = [&](double us) { return flop / (us * 1e6); };
       std::printf("%5dx%-5d %5d | %9.1f %7.1f | %9.1f %7.1f | %9.1f %7.1f | %8.1f | %6.3f %6.3f\n",

@@ -54,6 +54,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -64,6 +65,9 @@ namespace detail {
 // ---------------------------------------------------------------------------------------------
 // PTX wrappers (sm_90a)
 // ---------------------------------------------------------------------------------------------
+//! The PTX wrappers of the prefill kernel (own namespace: decode.cuh has helpers of the same
+//! names).
+namespace sm90 {
 
 QUADS_DEVICE_API std::uint32_t smem_addr(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
@@ -81,24 +85,22 @@ QUADS_DEVICE_API void mbar_arrive(std::uint32_t bar) {
 QUADS_DEVICE_API void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
   std::uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n"
+                 "}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
   } while (done == 0);
 }
 QUADS_DEVICE_API void tma_load_2d(std::uint32_t dst, const void* map, std::uint32_t bar, int c0,
                                   int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
-      : "memory");
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
+               "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
+               : "memory");
 }
 QUADS_DEVICE_API void tma_prefetch_map(const void* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
@@ -150,8 +152,8 @@ QUADS_DEVICE_API std::uint64_t sw128_desc(std::uint32_t addr) {
 //! `d += A * B`, A the 64x16 fragment of this warpgroup (4 registers per thread, the
 //! `mma.m16n8k16` A layout per warp), B 16x256 in shared memory (`desc_b`, K-major).
 QUADS_DEVICE_API void wgmma_m64n256k16_rs(float (&d)[128], std::uint32_t a0, std::uint32_t a1,
-                                        std::uint32_t a2, std::uint32_t a3,
-                                        std::uint64_t desc_b) {
+                                          std::uint32_t a2, std::uint32_t a3,
+                                          std::uint64_t desc_b) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -170,30 +172,29 @@ QUADS_DEVICE_API void wgmma_m64n256k16_rs(float (&d)[128], std::uint32_t a0, std
       "%120, %121, %122, %123, %124, %125, %126, %127"
       "}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n"
       "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-        "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
-        "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]),
-        "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]),
-        "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
-        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]),
-        "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]),
-        "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),
-        "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),
-        "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),
-        "+f"(d[126]), "+f"(d[127])
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "n"(1));
 }
+
+} // namespace sm90
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
@@ -202,11 +203,11 @@ QUADS_DEVICE_API void wgmma_m64n256k16_rs(float (&d)[128], std::uint32_t a0, std
 //! What the mainloop reads besides the epilogue's parameters (the tensor maps are 64-byte
 //! aligned members, passed by value as a `__grid_constant__`).
 struct prefill_params {
-  CUtensorMap map_a;  //!< prepared bf16 activations [M, K], box 64 x 256, 128-byte swizzle
-  CUtensorMap map_w;  //!< packed weights [N, K / 2] bytes, box 32 x 128
+  CUtensorMap map_a; //!< prepared bf16 activations [M, K], box 64 x 256, 128-byte swizzle
+  CUtensorMap map_w; //!< packed weights [N, K / 2] bytes, box 32 x 128
   const std::uint8_t* w_scales;
   int M, N, K, k_tiles;
-  float fold;  //!< 2^(c_w + c_a)
+  float fold; //!< 2^(c_w + c_a)
 };
 
 template <class Epi>
@@ -257,10 +258,10 @@ __global__ void __launch_bounds__(prefill_layout::threads, 1)
   using WL = fp4_loader<nvfp4, bf16_lane>;
   constexpr int S = PL::stages;
   const prefill_params& p = kp.p;
-  extern __shared__ __align__(1024) std::uint8_t smem_raw[];
-  const std::uint32_t raw = smem_addr(smem_raw);
-  std::uint8_t* smem = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
-  const std::uint32_t base = smem_addr(smem);
+  extern __shared__ __align__(1024) std::uint8_t prefill_smem[];
+  const std::uint32_t raw = sm90::smem_addr(prefill_smem);
+  std::uint8_t* smem = prefill_smem + ((1024u - (raw & 1023u)) & 1023u);
+  const std::uint32_t base = sm90::smem_addr(smem);
   const std::uint32_t full0 = base + PL::bar_offset, empty0 = full0 + 8 * S;
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -270,8 +271,8 @@ __global__ void __launch_bounds__(prefill_layout::threads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      mbar_init(full0 + 8 * s, 1 + 32);             // expect_tx arrival + 32 cp.async arrivals
-      mbar_init(empty0 + 8 * s, 4 * PL::consumers);  // one arrival per consumer warp
+      sm90::mbar_init(full0 + 8 * s, 1 + 32); // expect_tx arrival + 32 cp.async arrivals
+      sm90::mbar_init(empty0 + 8 * s, 4 * PL::consumers); // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -279,23 +280,23 @@ __global__ void __launch_bounds__(prefill_layout::threads, 1)
 
   if (warp < 4) {
     // ---------------- producer ----------------
-    setmaxnreg_dec<40>();
+    sm90::setmaxnreg_dec<40>();
     if (warp != 0) return;
     if (lane == 0) {
-      tma_prefetch_map(&p.map_a);
-      tma_prefetch_map(&p.map_w);
+      sm90::tma_prefetch_map(&p.map_a);
+      sm90::tma_prefetch_map(&p.map_w);
     }
     const int scale_cols = p.K / 16;
     for (int kt = 0; kt < KT; ++kt) {
       const int s = kt % S;
       const std::uint32_t round = static_cast<std::uint32_t>(kt / S);
-      mbar_wait(empty0 + 8 * s, (round & 1u) ^ 1u);
+      sm90::mbar_wait(empty0 + 8 * s, (round & 1u) ^ 1u);
       const std::uint32_t full = full0 + 8 * s;
       if (lane == 0) {
-        mbar_expect_tx(full, PL::b_stage_bytes + PL::w_stage_bytes);
-        tma_load_2d(base + s * PL::b_stage_bytes, &p.map_a, full, kt * PL::tile_k, m0);
-        tma_load_2d(base + PL::w_offset + s * PL::w_stage_bytes, &p.map_w, full,
-                    kt * PL::tile_k / 2, n0);
+        sm90::mbar_expect_tx(full, PL::b_stage_bytes + PL::w_stage_bytes);
+        sm90::tma_load_2d(base + s * PL::b_stage_bytes, &p.map_a, full, kt * PL::tile_k, m0);
+        sm90::tma_load_2d(base + PL::w_offset + s * PL::w_stage_bytes, &p.map_w, full,
+                          kt * PL::tile_k / 2, n0);
       }
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
@@ -303,27 +304,29 @@ __global__ void __launch_bounds__(prefill_layout::threads, 1)
         const bool valid = n < p.N;
         const std::uint8_t* src =
             p.w_scales + static_cast<std::size_t>(valid ? n : 0) * scale_cols + 4 * kt;
-        cp_async_4(base + PL::s_offset + s * PL::s_stage_bytes + 4 * row, src, valid ? 4u : 0u);
+        sm90::cp_async_4(base + PL::s_offset + s * PL::s_stage_bytes + 4 * row, src,
+                         valid ? 4u : 0u);
       }
-      cp_async_arrive_noinc(full);
+      sm90::cp_async_arrive_noinc(full);
     }
-    cp_async_wait_all();
+    sm90::cp_async_wait_all();
     return;
   }
 
   // ---------------- consumers ----------------
-  setmaxnreg_inc<232>();
+  sm90::setmaxnreg_inc<232>();
   const int wg = warp / 4 - 1, wq = warp % 4;
   const int g = lane / 4, t = lane % 4;
-  const int r0 = wg * 64 + wq * 16 + g;  // local weight rows r0 and r0 + 8
+  const int r0 = wg * 64 + wq * 16 + g; // local weight rows r0 and r0 + 8
   float acc[128];
 #pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < 128; ++i)
+    acc[i] = 0.0f;
 
   // Dequantizes k-tile kt into the four k-steps' A fragments (waits for its stage first).
   auto load = [&](int kt, std::uint32_t(&f)[4][4]) {
     const int s = kt % S;
-    mbar_wait(full0 + 8 * s, static_cast<std::uint32_t>(kt / S) & 1u);
+    sm90::mbar_wait(full0 + 8 * s, static_cast<std::uint32_t>(kt / S) & 1u);
     const std::uint8_t* wt = smem + PL::w_offset + s * PL::w_stage_bytes;
     const std::uint8_t* st = smem + PL::s_offset + s * PL::s_stage_bytes;
     const uint2 q0 = *reinterpret_cast<const uint2*>(wt + 32 * r0 + 8 * t);
@@ -342,21 +345,22 @@ __global__ void __launch_bounds__(prefill_layout::threads, 1)
     f[3][0] = p01[2], f[3][1] = p11[2], f[3][2] = p01[3], f[3][3] = p11[3];
   };
   auto mma = [&](int kt, const std::uint32_t(&f)[4][4]) {
-    const std::uint64_t desc = sw128_desc(base + (kt % S) * PL::b_stage_bytes);
-    wgmma_fence();
+    const std::uint64_t desc = sm90::sw128_desc(base + (kt % S) * PL::b_stage_bytes);
+    sm90::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
-      wgmma_m64n256k16_rs(acc, f[ks][0], f[ks][1], f[ks][2], f[ks][3], desc + 2 * ks);
-    wgmma_commit();
+      sm90::wgmma_m64n256k16_rs(acc, f[ks][0], f[ks][1], f[ks][2], f[ks][3], desc + 2 * ks);
+    sm90::wgmma_commit();
   };
   auto release = [&](int kt) {
-    wgmma_wait<0>();
-    if (lane == 0) mbar_arrive(empty0 + 8 * (kt % S));
+    sm90::wgmma_wait<0>();
+    if (lane == 0) sm90::mbar_arrive(empty0 + 8 * (kt % S));
   };
 
   std::uint32_t fa[4][4], fb[4][4];
 #pragma unroll
-  for (int i = 0; i < 128; ++i) fence_operand(acc[i]);
+  for (int i = 0; i < 128; ++i)
+    sm90::fence_operand(acc[i]);
   load(0, fa);
   for (int kt = 0; kt < KT; kt += 2) {
     mma(kt, fa);
@@ -368,41 +372,62 @@ __global__ void __launch_bounds__(prefill_layout::threads, 1)
     release(kt + 1);
   }
 #pragma unroll
-  for (int i = 0; i < 128; ++i) fence_operand(acc[i]);
+  for (int i = 0; i < 128; ++i)
+    sm90::fence_operand(acc[i]);
 
   // ---------------- epilogue ----------------
-  named_barrier(1, 128 * PL::consumers);  // both warpgroups are done with the B stages
+  sm90::named_barrier(1, 128 * PL::consumers); // both warpgroups are done with the B stages
   float* stage_c = reinterpret_cast<float*>(smem) + wg * PL::staging_floats;
 #pragma unroll
   for (int j = 0; j < 32; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int tok = 8 * j + 2 * t + (e & 1), row = wq * 16 + g + (e >= 2 ? 8 : 0);
-      stage_c[tok * PL::staging_pitch + row] = acc[4 * j + e] * p.fold;  // exact: power of 2
+      stage_c[tok * PL::staging_pitch + row] = acc[4 * j + e] * p.fold; // exact: power of 2
     }
-  named_barrier(2 + wg, 128);
-  constexpr int per_row = 64 / W;
+  sm90::named_barrier(2 + wg, 128);
   const int tid = static_cast<int>(threadIdx.x) % 128;
-  for (int fi = tid; fi < PL::tile_m * per_row; fi += 128) {
-    const int tl = fi / per_row, nf = fi % per_row;
-    const int m = m0 + tl, n = n0 + wg * 64 + nf * W;
-    if (m >= p.M || n >= p.N) continue;
-    epilogue::fragment<W> fr;
-    fr.row = m;
-    fr.col = n;
-    fr.count = min(W, p.N - n);
-    const float4* src = reinterpret_cast<const float4*>(stage_c + tl * PL::staging_pitch + nf * W);
-#pragma unroll
-    for (int i = 0; i < W / 4; ++i) {
-      const float4 v = src[i];
-      fr.v[4 * i] = v.x;
-      fr.v[4 * i + 1] = v.y;
-      fr.v[4 * i + 2] = v.z;
-      fr.v[4 * i + 3] = v.w;
+  if constexpr (W == 1) {
+    // Element chains: a warp takes 32 consecutive columns of one token, so each store of the
+    // chain is one 64-byte run (a thread per 16-column fragment would scatter every store
+    // over 32 sectors, which cost ~40 us per wave of tiles on the H200).
+    for (int fi = tid; fi < PL::tile_m * 64; fi += 128) {
+      const int tl = fi / 64, nl = fi % 64;
+      const int m = m0 + tl, n = n0 + wg * 64 + nl;
+      if (m >= p.M || n >= p.N) continue;
+      epilogue::fragment<1> fr;
+      fr.row = m;
+      fr.col = n;
+      fr.count = 1;
+      fr.v[0] = stage_c[tl * PL::staging_pitch + nl];
+      fr.r[0] = 0.0f;
+      (void)epilogue::apply_node<Epi>(fr, kp.ep);
     }
+  } else {
+    constexpr int per_row = 64 / W;
+    for (int fi = tid; fi < PL::tile_m * per_row; fi += 128) {
+      const int tl = fi / per_row, nf = fi % per_row;
+      const int m = m0 + tl, n = n0 + wg * 64 + nf * W;
+      if (m >= p.M || n >= p.N) continue;
+      epilogue::fragment<W> fr;
+      fr.row = m;
+      fr.col = n;
+      fr.count = min(W, p.N - n);
+      const float4* src =
+          reinterpret_cast<const float4*>(stage_c + tl * PL::staging_pitch + nf * W);
 #pragma unroll
-    for (int i = 0; i < W; ++i) fr.r[i] = 0.0f;
-    (void)epilogue::apply_node<Epi>(fr, kp.ep);
+      for (int i = 0; i < W / 4; ++i) {
+        const float4 v = src[i];
+        fr.v[4 * i] = v.x;
+        fr.v[4 * i + 1] = v.y;
+        fr.v[4 * i + 2] = v.z;
+        fr.v[4 * i + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < W; ++i)
+        fr.r[i] = 0.0f;
+      (void)epilogue::apply_node<Epi>(fr, kp.ep);
+    }
   }
 }
 
@@ -422,10 +447,9 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() noexcept {
 
 //! A 2D tensor map: `rows` x `cols` elements, row pitch `cols * elem` bytes, box `box_cols` x
 //! `box_rows`; out-of-range boxes are zero-filled.
-inline bool make_map_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes,
-                        const void* ptr, std::uint64_t rows, std::uint64_t cols,
-                        std::uint32_t box_cols, std::uint32_t box_rows,
-                        CUtensorMapSwizzle swizzle) noexcept {
+inline bool make_map_2d(CUtensorMap* map, CUtensorMapDataType type, int elem_bytes, const void* ptr,
+                        std::uint64_t rows, std::uint64_t cols, std::uint32_t box_cols,
+                        std::uint32_t box_rows, CUtensorMapSwizzle swizzle) noexcept {
   const auto encode = tensor_map_encoder();
   if (encode == nullptr) return false;
   const cuuint64_t dims[2] = {cols, rows};
@@ -469,8 +493,7 @@ cudaError_t check_prefill_call(const prefill_plan& plan, const fp4_weights<nvfp4
   if (const cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
       e != cudaSuccess)
     return fail("quads: prefill_gemm: cannot query the device's compute capability", e);
-  if (major != 9)
-    return fail("quads: prefill_gemm: needs an sm_90 GPU (wgmma, built for sm_90a)");
+  if (major != 9) return fail("quads: prefill_gemm: needs an sm_90 GPU (wgmma, built for sm_90a)");
   return cudaSuccess;
 }
 
@@ -527,7 +550,9 @@ cudaError_t prefill_gemm_prepared(const prefill_plan& plan, const fp4_weights<nv
   static_assert(epilogue::check_epilogue_node<Epi>());
   static_assert(!detail::reads_residual_of<Epi>::value,
                 "quads: prefill_gemm has no RAC residual accumulator (use decode_gemm)");
-  constexpr int W = epilogue_fragment_width<Epi>;
+  // Element chains (input width 1) run per element with coalesced stores; chains of fragment
+  // nodes get fragments of lcm(input width, 16) columns, as in the decode GEMM.
+  constexpr int W = epilogue::detail::node_input_width<Epi> == 1 ? 1 : epilogue_fragment_width<Epi>;
   static_assert(64 % W == 0, "quads: prefill_gemm: the epilogue's fragment width must divide 64");
   using ::quads::kernels::detail::aligned;
   using ::quads::kernels::detail::fail;
@@ -536,6 +561,9 @@ cudaError_t prefill_gemm_prepared(const prefill_plan& plan, const fp4_weights<nv
     return e;
   if (a.data == nullptr || !aligned(a.data, 16))
     return fail("quads: prefill_gemm: prepared activations must be non-null, 16-byte aligned");
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess)
+    return fail("quads: prefill_gemm: no current CUDA device", e);
 
   detail::prefill_kernel_params<Epi> kp{};
   detail::prefill_params& p = kp.p;
@@ -559,10 +587,16 @@ cudaError_t prefill_gemm_prepared(const prefill_plan& plan, const fp4_weights<nv
       << 23);
   kp.ep = Epi::to_params(epi);
   auto kernel = detail::prefill_kernel<Epi, W>;
-  if (const cudaError_t e =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PL::smem_request);
-      e != cudaSuccess)
-    return fail("quads: prefill_gemm: cannot raise the kernel's shared-memory limit", e);
+  // Raising the shared-memory limit once per device and instantiation keeps it off the
+  // per-call host path.
+  static std::atomic<bool> configured[64] = {};
+  if (dev < 0 || dev >= 64 || !configured[dev].load(std::memory_order_acquire)) {
+    if (const cudaError_t e = cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PL::smem_request);
+        e != cudaSuccess)
+      return fail("quads: prefill_gemm: cannot raise the kernel's shared-memory limit", e);
+    if (dev >= 0 && dev < 64) configured[dev].store(true, std::memory_order_release);
+  }
   const dim3 grid(static_cast<unsigned>((plan.M + PL::tile_m - 1) / PL::tile_m),
                   static_cast<unsigned>((plan.N + PL::tile_n - 1) / PL::tile_n));
   kernel<<<grid, PL::threads, PL::smem_request, stream>>>(kp);
@@ -572,13 +606,13 @@ cudaError_t prefill_gemm_prepared(const prefill_plan& plan, const fp4_weights<nv
 //! `y = Epi(A W^T)`: the pre-pass, then the mainloop (both enqueued on `stream`).
 template <class Epi, class Act>
 cudaError_t prefill_gemm(const prefill_plan& plan, const fp4_weights<nvfp4>& w, const Act& a,
-                         const typename Epi::arguments& epi, void* workspace,
-                         cudaStream_t stream) {
+                         const typename Epi::arguments& epi, void* workspace, cudaStream_t stream) {
   // Everything is checked before the pre-pass is enqueued, so a refusal enqueues nothing.
   if (const cudaError_t e = detail::check_prefill_call<Epi>(plan, w, epi); e != cudaSuccess)
     return e;
   prefill_activations prepared{};
-  if (const cudaError_t e = prefill_prepare(plan, a, workspace, &prepared, stream); e != cudaSuccess)
+  if (const cudaError_t e = prefill_prepare(plan, a, workspace, &prepared, stream);
+      e != cudaSuccess)
     return e;
   return prefill_gemm_prepared<Epi>(plan, w, prepared, epi, stream);
 }

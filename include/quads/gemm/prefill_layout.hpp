@@ -26,15 +26,15 @@
 namespace quads::gemm {
 
 struct prefill_layout {
-  static constexpr int tile_n = 128;          //!< weight rows per CTA (wgmma M side)
-  static constexpr int tile_m = 256;          //!< tokens per CTA (wgmma N)
-  static constexpr int tile_k = 64;           //!< k per pipeline stage
+  static constexpr int tile_n = 128; //!< weight rows per CTA (wgmma M side)
+  static constexpr int tile_m = 256; //!< tokens per CTA (wgmma N)
+  static constexpr int tile_k = 64;  //!< k per pipeline stage
   static constexpr int stages = 6;
-  static constexpr int consumers = 2;         //!< consumer warpgroups (64 weight rows each)
+  static constexpr int consumers = 2; //!< consumer warpgroups (64 weight rows each)
   static constexpr int threads = 128 * (1 + consumers);
-  static constexpr int b_stage_bytes = tile_m * tile_k * 2;   //!< bf16 tokens, 128B-swizzled
-  static constexpr int w_stage_bytes = tile_n * tile_k / 2;   //!< packed E2M1 codes
-  static constexpr int s_stage_bytes = tile_n * tile_k / 16;  //!< UE4M3 block scales
+  static constexpr int b_stage_bytes = tile_m * tile_k * 2;  //!< bf16 tokens, 128B-swizzled
+  static constexpr int w_stage_bytes = tile_n * tile_k / 2;  //!< packed E2M1 codes
+  static constexpr int s_stage_bytes = tile_n * tile_k / 16; //!< UE4M3 block scales
   static constexpr int w_offset = stages * b_stage_bytes;
   static constexpr int s_offset = w_offset + stages * w_stage_bytes;
   static constexpr int bar_offset = s_offset + stages * s_stage_bytes;
