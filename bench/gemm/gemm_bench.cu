@@ -8,13 +8,17 @@
 //!
 //! Bytes per call (the `GBps` / `frac_copy` counters): the weight codes and scales, the
 //! activation operand, the bf16 output, once each: the bytes a decode GEMM cannot avoid. The
-//! split-K workspace traffic (partials written and read back) is *not* counted, so it shows up as
-//! a lower fraction. NOT RUN in the session that wrote it (no device time): numbers come later.
+//! split-K workspace traffic, if any, is *not* counted, so it shows up as a lower fraction.
+//! Grouped case (`gemm/grouped/...`): Qwen3-30B-A3B gate_up (E = 128, N = 1536, K = 2048) with
+//! 8 active experts (T = 1, top-8: one row each) and 126 active experts (T = 16: 128 rows); bytes
+//! = the active experts' weights + activations + output.
 
 #include "../gpu/suites.hpp"
 #include "../gpu/timing.cuh"
+#include "gemm_baselines.hpp"
 
 #include <quads/gemm/decode.cuh>
+#include <quads/gemm/grouped.cuh>
 
 #include <quads/compensation/residual.hpp>
 #include <quads/epilogue/epilogue.hpp>
@@ -25,6 +29,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace qb = quads::bench;
@@ -122,14 +127,70 @@ void register_decode(operand op, int M, int N, int K, qg::reduction mode) {
   qb::configure(b, policy);
 }
 
-void register_gemm_suite() {
-  const int shapes[][2] = {{14336, 4096}, {4096, 14336}, {8192, 8192}};
-  for (const auto& s : shapes)
-    for (int M : {1, 8, 16}) {
-      for (operand op : {operand::w4a4, operand::w4a16, operand::rac_shared, operand::rac_own})
-        register_decode(op, M, s[0], s[1], qg::reduction::deterministic);
-      register_decode(operand::w4a4, M, s[0], s[1], qg::reduction::atomic);
+void register_grouped(int active, int rows) {
+  constexpr int E = 128, N = 1536, K = 2048;
+  const std::size_t w_expert = static_cast<std::size_t>(N) * K / 2, s_expert = static_cast<std::size_t>(N) * K / 16;
+  const double bytes = static_cast<double>(active) * static_cast<double>(w_expert + s_expert) +
+                       rows * (K / 2.0 + K / 16.0) + rows * N * 2.0;
+  const auto [policy, slots] = qb::policy_for(static_cast<std::size_t>(bytes));
+  const std::string name = "gemm/grouped/w4a4_nvfp4/E128_N1536_K2048/active" + std::to_string(active) +
+                           "_rows" + std::to_string(rows);
+  auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+    // routing: `rows` rows over `active` experts spread over [0, E), one row each and the rest
+    // on the first experts
+    std::vector<int> per(E, 0);
+    for (int i = 0; i < rows; ++i) per[static_cast<std::size_t>((i % active) * (E / active))] += 1;
+    std::vector<int> offsets{0}, eor;
+    for (int e = 0; e < E; ++e) {
+      offsets.push_back(offsets.back() + per[static_cast<std::size_t>(e)]);
+      for (int i = 0; i < per[static_cast<std::size_t>(e)]; ++i) eor.push_back(e);
     }
+    const auto plan = qg::plan_grouped(rows, N, K, E, false, {}, qb::limits().sms);
+    std::vector<qb::device_buffer> wd, wsc;
+    for (int i = 0; i < slots; ++i) {
+      wd.emplace_back(w_expert * E);
+      wsc.emplace_back(s_expert * E);
+      QUADS_BENCH_TRY(state, wd.back().error());
+      QUADS_BENCH_TRY(state, wsc.back().error());
+      QUADS_BENCH_TRY(state, cudaMemset(wd.back().get(), 0x5a + i, wd.back().size()));
+      QUADS_BENCH_TRY(state, cudaMemset(wsc.back().get(), 0x38, wsc.back().size()));
+    }
+    qb::device_buffer ad(static_cast<std::size_t>(rows) * K / 2), asc(static_cast<std::size_t>(rows) * K / 16),
+        off(sizeof(int) * offsets.size()), er(sizeof(int) * eor.size()),
+        ts(sizeof(quads::tensor_scale) * (E + 1)), y(static_cast<std::size_t>(rows) * N * 2),
+        ws(plan.workspace_bytes);
+    QUADS_BENCH_TRY(state, cudaMemset(ad.get(), 0x21, ad.size()));
+    QUADS_BENCH_TRY(state, cudaMemset(asc.get(), 0x38, asc.size()));
+    QUADS_BENCH_TRY(state, cudaMemcpy(off.get(), offsets.data(), off.size(), cudaMemcpyHostToDevice));
+    QUADS_BENCH_TRY(state, cudaMemcpy(er.get(), eor.data(), er.size(), cudaMemcpyHostToDevice));
+    const std::vector<quads::tensor_scale> one(E + 1, quads::tensor_scale{1.0f, 1.0f});
+    QUADS_BENCH_TRY(state, cudaMemcpy(ts.get(), one.data(), ts.size(), cudaMemcpyHostToDevice));
+    const auto* tsp = ts.get<const quads::tensor_scale>();
+    const qe::alpha_source alpha{.a = tsp + E, .a_mode = qe::scale_source::tensor, .w = tsp,
+                                 .w_mode = qe::scale_source::expert, .expert_of_row = er.get<const int>()};
+    const bool ok = qb::measure(state, policy, slots, bytes, [&](int s, cudaStream_t st) {
+      return qg::grouped_gemm<qg::bf16_lane, epi>(
+          plan, qg::fp4_expert_weights<quads::nvfp4>{wd[s].get<const std::uint8_t>(), wsc[s].get<const std::uint8_t>(), E},
+          qg::fp4_activations<quads::nvfp4>{ad.get<const std::uint8_t>(), asc.get<const std::uint8_t>()},
+          off.get<const int>(), epi::arguments{alpha, {y.get<__nv_bfloat16>(), N}}, ws.get(), st);
+    });
+    if (!ok) return;
+    state.counters["splits"] = plan.splits;
+    state.counters["ctas"] = plan.ctas;
+  });
+  qb::configure(b, policy);
+}
+
+const std::vector<std::pair<int, int>> decode_shapes = {{14336, 4096}, {4096, 14336}, {8192, 8192}};
+const std::vector<int> decode_ms = {1, 4, 8, 16};
+
+void register_gemm_suite() {
+  for (const auto& [N, K] : decode_shapes)
+    for (int M : decode_ms)
+      for (operand op : {operand::w4a4, operand::w4a16, operand::rac_shared, operand::rac_own})
+        register_decode(op, M, N, K, qg::reduction::deterministic);
+  register_grouped(8, 8);
+  register_grouped(126, 128);
 }
 
 } // namespace
@@ -156,7 +217,7 @@ int main(int argc, char** argv) {
               l.name.c_str(), l.sms, l.l2_bytes >> 20, l.copy_gbps, l.read_gbps);
   benchmark::AddCustomContext("quads_device", l.name);
   benchmark::AddCustomContext("quads_copy_GBps", std::to_string(l.copy_gbps));
-  qb::register_baselines();
+  quads::bench::gemm::register_decode_baselines(decode_ms, decode_shapes);
   register_gemm_suite();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
