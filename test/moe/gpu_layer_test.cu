@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -196,9 +197,16 @@ void check_layer(const moe_test::problem& p, const gpu_run& g) {
   CHECK(rel < 2e-2);
 }
 
+//! QUADS_MOE_QUICK=1 (compute-sanitizer runs): T in {1, 16} only, no Qwen-shaped case.
+bool quick() {
+  const char* q = std::getenv("QUADS_MOE_QUICK");
+  return q != nullptr && *q == '1';
+}
+
 template <qm::layer_policy P>
 void sweep(std::uint64_t seed) {
   for (int T : {1, 4, 16, 64, 256}) {
+    if (quick() && T != 1 && T != 16) continue;
     const bool big = T % 2 == 0;
     const qm::layer_shape s{big ? 16 : 8, big ? 4 : 2, 256, 128};
     const auto p = moe_test::make_problem(s, T, seed + static_cast<std::uint64_t>(T), T == 16, 0.5);
@@ -226,8 +234,9 @@ TEST_CASE("bf16 layer (plain reference kernel) matches the host reference stage 
 }
 
 TEST_CASE("Qwen3-30B-A3B-shaped layer (E=128, k=8, H=2048, I=768) matches for every policy") {
+  if (quick()) return;
   const qm::layer_shape s{128, 8, 2048, 768};
-  const int T = quads_test::seed() % 2 ? 4 : 16;
+  const int T = 4;
   const auto p = moe_test::make_problem(s, T, quads_test::derived_seed("moe.gpu.qwen"), true, 0.5);
   const moe_test::device_problem d(p);
   check_layer<qm::layer_policy::quads_rac>(p, run_layer<qm::layer_policy::quads_rac>(p, d));

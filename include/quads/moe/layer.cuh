@@ -13,7 +13,7 @@
 //!   // workspace: plan.workspace_bytes of device memory (256-byte aligned)
 //!   forward(plan, weights, numerics, io, workspace, stream);
 //! @endcode
-//! Kernels enqueued (W4A4): routing (1 kernel at decode sizes, else 3-5), quantize x (1), gather
+//! Kernels enqueued (W4A4): routing (1 kernel at decode sizes, else 3-5), gather + quantize x
 //! (1), gate_up grouped GEMM (mainloop + epilogue), down grouped GEMM (mainloop + epilogue),
 //! combine (1). The bf16 policy uses a plain warp-per-output reference GEMM kernel (fp32
 //! accumulation, no tensor cores; for tests, not for speed) with the same epilogue chains.
@@ -36,6 +36,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace quads::moe {
 
@@ -86,7 +87,7 @@ struct layer_plan {
   int dn_selected = 0;    //!< QUADS: |S| per expert of the down sets (channels of I)
   routing_plan routing{};
   gemm::grouped_plan gu{}, dn{};
-  std::size_t off_routing = 0, off_routing_ws = 0, off_xq = 0, off_xs = 0, off_a1 = 0,
+  std::size_t off_routing = 0, off_routing_ws = 0, off_a1 = 0,
               off_a1s = 0, off_h = 0, off_hs = 0, off_y = 0, off_gemm = 0;
   std::size_t workspace_bytes = 0;
   bool valid = false;
@@ -139,6 +140,60 @@ __global__ void __launch_bounds__(256)
     if (src_s != nullptr)
       for (int i = lane; i < scale_bytes; i += 32)
         dst_s[static_cast<std::size_t>(r) * scale_bytes + i] = __ldg(src_s + t * scale_bytes + i);
+  }
+}
+
+//! Gathered input quantization (NVFP4 policies): grouped row r = token `pair_of_row[r] / k` of
+//! x, block by block through `block_quantizer` / `residual_quantizer` (the one QDQ path), written
+//! straight into the grouped `[Q(x) | Q(r_S)]` rows. Bytes equal quantizing x per token
+//! (`kernels::quantize` / `rac_quantize`, same stochastic block indices) and then gathering rows;
+//! one kernel instead of two, and no token-major intermediate.
+template <bool Rac>
+__global__ void __launch_bounds__(256)
+    gather_quantize_kernel(const __nv_bfloat16* __restrict__ x, int tokens, int H,
+                           const int* __restrict__ pair_of_row, int rows, int k,
+                           const int* __restrict__ slot, int nsel,
+                           const tensor_scale* __restrict__ scale, std::uint8_t* __restrict__ out,
+                           std::uint8_t* __restrict__ out_s, std::uint64_t seed) {
+  using Q = activation_quantizer;
+  using RQ = compensation::residual_quantizer<Q>;
+  const int nkb = H / block, cols = H + nsel * block;
+  const std::size_t row_bytes = static_cast<std::size_t>(cols / 2);
+  const int scols = cols / block;
+  const tensor_scale ts = *scale;
+  const long long total = static_cast<long long>(rows) * nkb;
+  for (long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const int r = static_cast<int>(idx / nkb), kb = static_cast<int>(idx % nkb);
+    const int t = __ldg(pair_of_row + r) / k;
+    const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<std::size_t>(t) * H + kb * block);
+    const uint4 v0 = __ldg(src), v1 = __ldg(src + 1);
+    const std::uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    float xv[block];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      xv[2 * i] = __uint_as_float(w[i] << 16);
+      xv[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+    const auto bx = Q::bits_for(seed, static_cast<std::uint64_t>(t) * nkb + kb);
+    std::uint8_t* row = out + static_cast<std::size_t>(r) * row_bytes;
+    packed_block<nvfp4> qx{};
+    const int j = Rac ? __ldg(slot + kb) : -1;
+    if (Rac && j >= 0) {
+      const auto br = Q::bits_for(seed, compensation::residual_block_index(tokens, nkb, nsel, t, j));
+      const compensation::rac_block<nvfp4> q = RQ::quantize(xv, ts, ts, bx, br);
+      qx = q.x;
+      uint2 c;
+      std::memcpy(&c, q.r.codes, 8);
+      *reinterpret_cast<uint2*>(row + (H + j * block) / 2) = make_uint2(c.x, c.y);
+      out_s[static_cast<std::size_t>(r) * scols + static_cast<std::size_t>(nkb + j)] = q.r.scale;
+    } else {
+      qx = Q::quantize(xv, ts, bx);
+    }
+    uint2 c;
+    std::memcpy(&c, qx.codes, 8);
+    *reinterpret_cast<uint2*>(row + kb * block / 2) = make_uint2(c.x, c.y);
+    out_s[static_cast<std::size_t>(r) * scols + kb] = qx.scale;
   }
 }
 
@@ -258,8 +313,6 @@ layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_con
   p.off_routing = take(detail::routing_bytes(n, shape.experts));
   p.off_routing_ws = take(p.routing.workspace_bytes);
   if constexpr (fp4_activations(P)) {
-    p.off_xq = take(static_cast<std::size_t>(tokens) * Hp / 2);
-    p.off_xs = take(static_cast<std::size_t>(tokens) * Hp / block);
     p.off_a1 = take(static_cast<std::size_t>(n) * Hp / 2);
     p.off_a1s = take(static_cast<std::size_t>(n) * Hp / block);
     p.off_h = take(static_cast<std::size_t>(n) * Ip / 2);
@@ -368,32 +421,18 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
   if constexpr (fp4_activations(P)) {
     constexpr bool rac = P == layer_policy::quads_rac;
     const int Hp = H + plan.gu_selected, Ip = I + plan.dn_selected;
-    std::uint8_t* xq = base + plan.off_xq;
-    std::uint8_t* xs = base + plan.off_xs;
     std::uint8_t* a1 = base + plan.off_a1;
     std::uint8_t* a1s = base + plan.off_a1s;
     std::uint8_t* h = base + plan.off_h;
     std::uint8_t* hs = base + plan.off_hs;
-    if constexpr (rac) {
-      compensation::kernels::rac_args ra;
-      ra.residual = compensation::residual_scale::shared;
-      ra.given = num.x_scale;
-      if (cudaError_t e = compensation::kernels::rac_quantize<activation_quantizer>(
-              io.x, T, num.gate_up_sel, compensation::kernels::rac_view{xq, xs, nullptr, nullptr},
-              ra, stream);
-          e != cudaSuccess)
-        return e;
-    } else {
-      ::quads::kernels::scale_args sa;
-      sa.given = num.x_scale;
-      sa.given_count = 1;
-      if (cudaError_t e = ::quads::kernels::quantize<activation_quantizer>(
-              io.x, ::quads::kernels::tensor_shape{1, T, H}, {xq, xs, nullptr}, sa, stream);
-          e != cudaSuccess)
-        return e;
+    {
+      const long long blocks = static_cast<long long>(n) * (H / block);
+      const unsigned grid = static_cast<unsigned>(
+          blocks / 256 + 1 < 132LL * 16 ? blocks / 256 + 1 : 132LL * 16);
+      detail::gather_quantize_kernel<rac><<<grid, 256, 0, stream>>>(
+          io.x, T, H, rv.pair_of_row, n, k, rac ? num.gate_up_sel.slot : nullptr,
+          plan.gu_selected / block, num.x_scale, a1, a1s, 0);
     }
-    detail::gather_rows_kernel<><<<gather_grid, 256, 0, stream>>>(xq, xs, a1, a1s, n, k, Hp / 2,
-                                                                Hp / block, rv.pair_of_row);
     const gemm::fp4_expert_weights<nvfp4> wgu{w.gate_up, w.gate_up_scales, E};
     const gemm::fp4_expert_weights<nvfp4> wdn{w.down, w.down_scales, E};
     const gate_up_fp4_epilogue::arguments gu_epi{
@@ -445,6 +484,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
         return e;
     }
     (void)Ip;
+    (void)Hp;
   } else {
     auto* a1 = reinterpret_cast<__nv_bfloat16*>(base + plan.off_a1);
     auto* h = reinterpret_cast<__nv_bfloat16*>(base + plan.off_h);

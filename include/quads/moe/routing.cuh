@@ -63,7 +63,7 @@ struct routing_plan {
 inline constexpr int routing_cta_threads = 256;
 inline constexpr int routing_sort_items = 8;
 inline constexpr int routing_single_cta_pairs = routing_cta_threads * routing_sort_items;  // 2048
-inline constexpr int fused_max_tokens = 64;
+inline constexpr int fused_max_tokens = 32;
 
 namespace detail {
 
