@@ -35,7 +35,10 @@ FP8_MAX = 448.0
 
 
 def rowwise_fp8(x):
-    """Per-row scale (amax / 448) and the e4m3 tensor."""
+    """Per-row scale (amax / 448) and the e4m3 tensor (3D stacks: one expert at a time)."""
+    if x.dim() == 3:
+        parts = [rowwise_fp8(x[e]) for e in range(x.shape[0])]
+        return torch.stack([p[0] for p in parts]), torch.stack([p[1] for p in parts])
     amax = x.abs().amax(dim=-1, keepdim=True).float().clamp(min=1e-12)
     scale = amax / FP8_MAX
     return (x.float() / scale).to(FP8), scale.squeeze(-1).contiguous()
