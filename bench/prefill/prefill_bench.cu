@@ -11,7 +11,9 @@
 //! - `w4a4`: `prefill_gemm` with packed NVFP4 activations (pre-pass + mainloop + fused
 //!   scale_alpha / store<bf16> epilogue), the number criterion 4 of issue 6 is about;
 //! - `mainloop`: `prefill_gemm_prepared` alone (activations already prepared);
-//! - `prepass`: `prefill_prepare` alone.
+//! - `prepass`: `prefill_prepare` alone;
+//! - `depth2`: the mainloop with `mma_depth = 2` (two wgmma groups in flight per warpgroup);
+//!   `ratio2` = cublas / (depth2 + prepass).
 //! TFLOP/s = 2 M N K / time. Prints a table and one JSON line per row (prefix `json:`).
 //! Usage: quads_bench_prefill [reps=10] [M (only this M)]. Exits 77 without an sm_90 GPU.
 #include <quads/gemm/prefill.cuh>
@@ -146,9 +148,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   timer tm;
-  std::printf("%-11s %5s | %9s %7s | %9s %7s | %9s %7s | %8s | %6s %6s\n", "N x K", "M",
+  std::printf("%-11s %5s | %9s %7s | %9s %7s | %9s %7s | %8s | %6s %6s | %9s %6s\n", "N x K", "M",
               "cublas us", "TFLOP/s", "w4a4 us", "TFLOP/s", "main us", "TFLOP/s", "prep us",
-              "ratio", "main/cb");
+              "ratio", "main/cb", "depth2 us", "ratio2");
   const int shapes[3][2] = {{14336, 4096}, {4096, 14336}, {8192, 8192}};
   for (const auto& nk : shapes) {
     const int N = nk[0], K = nk[1];
@@ -197,17 +199,23 @@ int main(int argc, char** argv) {
       const double main_us = tm.median_us(reps, [&] {
         BENCH_CHECK(qg::prefill_gemm_prepared<epi_bf16>(plan, fw, prep, args, nullptr));
       });
+      const auto plan2 = qg::plan_prefill(M, N, K, 2);
+      const double main2_us = tm.median_us(reps, [&] {
+        BENCH_CHECK(qg::prefill_gemm_prepared<epi_bf16>(plan2, fw, prep, args, nullptr));
+      });
       const double prep_us = tm.median_us(
           reps, [&] { BENCH_CHECK(qg::prefill_prepare(plan, fa, work, &prep, nullptr)); });
       const double flop = 2.0 * M * static_cast<double>(N) * K;
       auto tf = [&](double us) { return flop / (us * 1e6); };
-      std::printf("%5dx%-5d %5d | %9.1f %7.1f | %9.1f %7.1f | %9.1f %7.1f | %8.1f | %6.3f %6.3f\n",
+      std::printf("%5dx%-5d %5d | %9.1f %7.1f | %9.1f %7.1f | %9.1f %7.1f | %8.1f | %6.3f %6.3f"
+                  " | %9.1f %6.3f\n",
                   N, K, M, cb, tf(cb), full, tf(full), main_us, tf(main_us), prep_us, cb / full,
-                  cb / main_us);
+                  cb / main_us, main2_us, cb / (main2_us + prep_us));
       std::printf("json: {\"N\": %d, \"K\": %d, \"M\": %d, \"cublas_bf16_us\": %.2f, "
-                  "\"w4a4_us\": %.2f, \"mainloop_us\": %.2f, \"prepass_us\": %.2f, "
-                  "\"cublas_tflops\": %.1f, \"w4a4_tflops\": %.1f, \"ratio\": %.4f}\n",
-                  N, K, M, cb, full, main_us, prep_us, tf(cb), tf(full), cb / full);
+                  "\"w4a4_us\": %.2f, \"mainloop_us\": %.2f, \"mainloop_depth2_us\": %.2f, "
+                  "\"prepass_us\": %.2f, \"cublas_tflops\": %.1f, \"w4a4_tflops\": %.1f, "
+                  "\"ratio\": %.4f}\n",
+                  N, K, M, cb, full, main_us, main2_us, prep_us, tf(cb), tf(full), cb / full);
       std::fflush(stdout);
       cudaFree(a);
       cudaFree(as);

@@ -66,8 +66,8 @@ template <class WF, class Act>
 std::vector<float> run_checked(shape s, const qg::fp4_weights<WF>& w, const Act& a,
                                const quads::tensor_scale* d_ts_a, const quads::tensor_scale* d_ts_w,
                                const qgr::accumulators& acc, const qe::alpha_source& host_alpha,
-                               const std::string& what) {
-  const auto plan = qg::plan_prefill(s.M, s.N, s.K);
+                               const std::string& what, int depth = 1) {
+  const auto plan = qg::plan_prefill(s.M, s.N, s.K, depth);
   qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
   qt::dbuf<float> y(static_cast<std::size_t>(s.M) * s.N);
   const epi_f32::arguments args{
@@ -134,40 +134,42 @@ TEST_SUITE("gemm.prefill") {
 
   TEST_CASE("tiny W4A4 (one k-tile, one CTA): every output element, with a map of the misses") {
     auto g = quads_test::rng("gemm.prefill.tiny");
-    for (const shape s : {shape{16, 16, 64}, shape{8, 32, 128}}) {
-      const auto wq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
-      const auto aq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
-      const auto acc = qgr::w4a4(aq, wq);
-      dev_tensor<quads::nvfp4> dw(wq), da(aq);
-      const auto plan = qg::plan_prefill(s.M, s.N, s.K);
-      qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
-      qt::dbuf<float> y(static_cast<std::size_t>(s.M) * s.N);
-      const epi_f32::arguments args{{}, {y.ptr, s.N}}; // alpha = 1: the raw accumulator
-      QUADS_GEMM_CHECK((qg::prefill_gemm<epi_f32>(
-          plan, qg::fp4_weights<quads::nvfp4>{dw.data.ptr, dw.scales.ptr},
-          qg::fp4_activations<quads::nvfp4>{da.data.ptr, da.scales.ptr}, args, ws.ptr, nullptr)));
-      qt::sync_ok();
-      const auto out = y.download(static_cast<std::size_t>(s.M) * s.N);
-      int bad = 0;
-      std::string map;
-      for (int m = 0; m < s.M; ++m) {
-        for (int n = 0; n < s.N; ++n) {
-          const std::size_t o = acc.index(m, n);
-          const double tol = qgr::tolerance(acc, m, n, 1) + 1e-30;
-          const bool ok = std::fabs(out[o] - acc.acc[o]) <= tol;
-          bad += ok ? 0 : 1;
-          map += ok ? '.' : (out[o] == 0.0f ? '0' : 'x');
+    for (const shape s : {shape{16, 16, 64}, shape{8, 32, 128}, shape{8, 32, 192}})
+      for (const int depth : {1, 2}) {
+        const auto wq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
+        const auto aq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
+        const auto acc = qgr::w4a4(aq, wq);
+        dev_tensor<quads::nvfp4> dw(wq), da(aq);
+        const auto plan = qg::plan_prefill(s.M, s.N, s.K, depth);
+        qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
+        qt::dbuf<float> y(static_cast<std::size_t>(s.M) * s.N);
+        const epi_f32::arguments args{{}, {y.ptr, s.N}}; // alpha = 1: the raw accumulator
+        QUADS_GEMM_CHECK((qg::prefill_gemm<epi_f32>(
+            plan, qg::fp4_weights<quads::nvfp4>{dw.data.ptr, dw.scales.ptr},
+            qg::fp4_activations<quads::nvfp4>{da.data.ptr, da.scales.ptr}, args, ws.ptr, nullptr)));
+        qt::sync_ok();
+        const auto out = y.download(static_cast<std::size_t>(s.M) * s.N);
+        int bad = 0;
+        std::string map;
+        for (int m = 0; m < s.M; ++m) {
+          for (int n = 0; n < s.N; ++n) {
+            const std::size_t o = acc.index(m, n);
+            const double tol = qgr::tolerance(acc, m, n, 1) + 1e-30;
+            const bool ok = std::fabs(out[o] - acc.acc[o]) <= tol;
+            bad += ok ? 0 : 1;
+            map += ok ? '.' : (out[o] == 0.0f ? '0' : 'x');
+          }
+          map += '\n';
         }
-        map += '\n';
+        if (bad > 0) {
+          MESSAGE(label("tiny", s)
+                  << " mma_depth " << depth << ": " << bad << " misses (rows m, columns n):\n"
+                  << map << "y[0][0..3] = " << out[0] << " " << out[1] << " " << out[2] << " "
+                  << out[3] << "; want " << acc.acc[0] << " " << acc.acc[1] << " " << acc.acc[2]
+                  << " " << acc.acc[3]);
+        }
+        CHECK(bad == 0);
       }
-      if (bad > 0) {
-        MESSAGE(label("tiny", s) << ": " << bad << " misses (rows m, columns n):\n"
-                                 << map << "y[0][0..3] = " << out[0] << " " << out[1] << " "
-                                 << out[2] << " " << out[3] << "; want " << acc.acc[0] << " "
-                                 << acc.acc[1] << " " << acc.acc[2] << " " << acc.acc[3]);
-      }
-      CHECK(bad == 0);
-    }
   }
 
   TEST_CASE("emulated W4A4 NVFP4 matches the float64 reference within fp32 summation error") {
@@ -181,9 +183,11 @@ TEST_SUITE("gemm.prefill") {
                                         .w = wq.tensor_scales.data(),
                                         .w_mode = qe::scale_source::tensor};
       dev_tensor<quads::nvfp4> dw(wq), da(aq);
-      run_checked(s, qg::fp4_weights<quads::nvfp4>{dw.data.ptr, dw.scales.ptr},
-                  qg::fp4_activations<quads::nvfp4>{da.data.ptr, da.scales.ptr}, da.ts.ptr,
-                  dw.ts.ptr, acc, host_alpha, label("w4a4 nvfp4", s));
+      for (const int depth : {1, 2})
+        run_checked(s, qg::fp4_weights<quads::nvfp4>{dw.data.ptr, dw.scales.ptr},
+                    qg::fp4_activations<quads::nvfp4>{da.data.ptr, da.scales.ptr}, da.ts.ptr,
+                    dw.ts.ptr, acc, host_alpha,
+                    label(depth == 1 ? "w4a4 nvfp4" : "w4a4 nvfp4 mma_depth 2", s), depth);
     }
   }
 
@@ -293,6 +297,7 @@ TEST_SUITE("gemm.prefill") {
     refused(qg::plan_prefill(16, 16, 80), "multiple of 64", w); // K tail: not supported
     refused(qg::plan_prefill(16, 16, 48), "multiple of 64", w);
     refused(qg::plan_prefill(0, 16, 64), "positive", w);
+    refused(qg::plan_prefill(16, 16, 64, 3), "mma_depth", w);
     auto bad_plan = qg::plan_prefill(16, 16, 64);
     bad_plan.workspace_bytes = 0;
     refused(bad_plan, "plan", w);

@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(256)
 }
 
 //! The mainloop + fused epilogue (see the file comment). Grid: (token tiles, weight tiles).
-template <class Epi, int W>
+template <class Epi, int W, int Depth>
 __global__ void __launch_bounds__(prefill_layout::threads, 1)
     prefill_kernel(const __grid_constant__ prefill_kernel_params<Epi> kp) {
   using PL = prefill_layout;
@@ -352,24 +352,52 @@ __global__ void __launch_bounds__(prefill_layout::threads, 1)
       sm90::wgmma_m64n256k16_rs(acc, f[ks][0], f[ks][1], f[ks][2], f[ks][3], desc + 2 * ks);
     sm90::wgmma_commit();
   };
+  // Frees the stage of k-tile kt once no wgmma group (`release`) or at most the newest one
+  // (`release_older`) is still in flight.
   auto release = [&](int kt) {
     sm90::wgmma_wait<0>();
     if (lane == 0) sm90::mbar_arrive(empty0 + 8 * (kt % S));
   };
+  auto release_older = [&](int kt) {
+    sm90::wgmma_wait<1>();
+    if (lane == 0) sm90::mbar_arrive(empty0 + 8 * (kt % S));
+  };
 
-  std::uint32_t fa[4][4], fb[4][4];
+  std::uint32_t fa[4][4], fb[4][4]; // the A fragments of two k-tiles (unrolled by 2)
 #pragma unroll
   for (int i = 0; i < 128; ++i)
     sm90::fence_operand(acc[i]);
-  load(0, fa);
-  for (int kt = 0; kt < KT; kt += 2) {
-    mma(kt, fa);
-    if (kt + 1 < KT) load(kt + 1, fb);
-    release(kt);
-    if (kt + 1 >= KT) break;
-    mma(kt + 1, fb);
-    if (kt + 2 < KT) load(kt + 2, fa);
-    release(kt + 1);
+  if constexpr (Depth == 1) {
+    // One group in flight per warpgroup: dequantize k-tile kt + 1 while kt runs, then wait for
+    // kt. The other consumer warpgroup's group keeps the tensor cores busy meanwhile.
+    load(0, fa);
+    for (int kt = 0; kt < KT; kt += 2) {
+      mma(kt, fa);
+      if (kt + 1 < KT) load(kt + 1, fb);
+      release(kt);
+      if (kt + 1 >= KT) break;
+      mma(kt + 1, fb);
+      if (kt + 2 < KT) load(kt + 2, fa);
+      release(kt + 1);
+    }
+  } else {
+    // Two groups in flight per warpgroup: issue kt, then wait for kt - 1 only, so the
+    // warpgroup's own queue never drains inside the loop. Fragments of kt + 1 are dequantized
+    // while kt - 1 / kt run, into the buffer kt - 1 used (free after the wait).
+    load(0, fa);
+    mma(0, fa);
+    if (KT > 1) load(1, fb);
+    for (int kt = 1; kt < KT;) {
+      mma(kt, fb);
+      release_older(kt - 1); // kt - 1 (fragments fa) done
+      if (++kt >= KT) break;
+      load(kt, fa);
+      mma(kt, fa);
+      release_older(kt - 1); // kt - 1 (fragments fb) done
+      if (++kt >= KT) break;
+      load(kt, fb);
+    }
+    release(KT - 1);
   }
 #pragma unroll
   for (int i = 0; i < 128; ++i)
@@ -469,10 +497,29 @@ inline cudaError_t check_prefill_shape(const prefill_plan& plan, const char* who
   if (plan.K % prefill_layout::tile_k != 0)
     return fail("quads: prefill_gemm: K must be a multiple of 64 (the k-tile; no K tails): pad "
                 "K with zero blocks or use decode_gemm");
+  if (plan.mma_depth != 1 && plan.mma_depth != 2)
+    return fail("quads: prefill_gemm: mma_depth must be 1 or 2");
   if (plan_prefill(plan.M, plan.N, plan.K).workspace_bytes != plan.workspace_bytes)
     return fail("quads: prefill_gemm: the plan is inconsistent; make it with plan_prefill");
   if (static_cast<long long>(plan.N + prefill_layout::tile_n - 1) / prefill_layout::tile_n > 65535)
     return fail("quads: prefill_gemm: N above 8388480 rows (grid y limit)");
+  return cudaSuccess;
+}
+
+//! Launches one instantiation; raises its shared-memory limit once per device (off the
+//! per-call host path).
+template <auto Kernel, class Params>
+cudaError_t launch_prefill(int dev, dim3 grid, const Params& kp, cudaStream_t stream) {
+  static std::atomic<bool> configured[64] = {};
+  if (dev < 0 || dev >= 64 || !configured[dev].load(std::memory_order_acquire)) {
+    if (const cudaError_t e = cudaFuncSetAttribute(
+            Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, prefill_layout::smem_request);
+        e != cudaSuccess)
+      return ::quads::kernels::detail::fail(
+          "quads: prefill_gemm: cannot raise the kernel's shared-memory limit", e);
+    if (dev >= 0 && dev < 64) configured[dev].store(true, std::memory_order_release);
+  }
+  Kernel<<<grid, prefill_layout::threads, prefill_layout::smem_request, stream>>>(kp);
   return cudaSuccess;
 }
 
@@ -586,20 +633,13 @@ cudaError_t prefill_gemm_prepared(const prefill_plan& plan, const fp4_weights<nv
       static_cast<std::uint32_t>(127 + fp4_loader<nvfp4, bf16_lane>::fold_log2 + a.fold_log2)
       << 23);
   kp.ep = Epi::to_params(epi);
-  auto kernel = detail::prefill_kernel<Epi, W>;
-  // Raising the shared-memory limit once per device and instantiation keeps it off the
-  // per-call host path.
-  static std::atomic<bool> configured[64] = {};
-  if (dev < 0 || dev >= 64 || !configured[dev].load(std::memory_order_acquire)) {
-    if (const cudaError_t e = cudaFuncSetAttribute(
-            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, PL::smem_request);
-        e != cudaSuccess)
-      return fail("quads: prefill_gemm: cannot raise the kernel's shared-memory limit", e);
-    if (dev >= 0 && dev < 64) configured[dev].store(true, std::memory_order_release);
-  }
   const dim3 grid(static_cast<unsigned>((plan.M + PL::tile_m - 1) / PL::tile_m),
                   static_cast<unsigned>((plan.N + PL::tile_n - 1) / PL::tile_n));
-  kernel<<<grid, PL::threads, PL::smem_request, stream>>>(kp);
+  const cudaError_t e =
+      plan.mma_depth == 2
+          ? detail::launch_prefill<detail::prefill_kernel<Epi, W, 2>>(dev, grid, kp, stream)
+          : detail::launch_prefill<detail::prefill_kernel<Epi, W, 1>>(dev, grid, kp, stream);
+  if (e != cudaSuccess) return e;
   return ::quads::kernels::detail::after_launch();
 }
 

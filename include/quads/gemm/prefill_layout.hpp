@@ -65,11 +65,14 @@ QUADS_API constexpr int prefill_position(int k) noexcept {
 struct prefill_plan {
   int M = 0, N = 0, K = 0;
   std::size_t workspace_bytes = 0;
+  //! wgmma groups each consumer warpgroup keeps in flight: 1 (the measured default) or 2
+  //! (never drains its own queue; written after the last H200 run, not yet measured).
+  int mma_depth = 1;
 };
 
 //! Plans `y[M, N] = Epi(A[M, K] W[N, K]^T)`. Shapes are checked by the launcher, not here.
-inline prefill_plan plan_prefill(int M, int N, int K) noexcept {
-  prefill_plan p{M, N, K, 0};
+inline prefill_plan plan_prefill(int M, int N, int K, int mma_depth = 1) noexcept {
+  prefill_plan p{M, N, K, 0, mma_depth};
   if (M > 0 && K > 0) {
     const std::size_t b = static_cast<std::size_t>(M) * static_cast<std::size_t>(K) * 2;
     p.workspace_bytes = (b + 255) / 256 * 256;
