@@ -15,7 +15,8 @@
 //! - `depth2`: the mainloop with `mma_depth = 2` (two wgmma groups in flight per warpgroup);
 //!   `ratio2` = cublas / (depth2 + prepass).
 //! TFLOP/s = 2 M N K / time. Prints a table and one JSON line per row (prefix `json:`).
-//! Usage: quads_bench_prefill [reps=10] [M (only this M)]. Exits 77 without an sm_90 GPU.
+//! Usage: quads_bench_prefill [reps=10] [M (only this M)] (flags are ignored). Exits 77 without
+//! an sm_90 GPU.
 #include <quads/gemm/prefill.cuh>
 
 #include <quads/epilogue/epilogue.hpp>
@@ -138,8 +139,13 @@ int main(int argc, char** argv) {
     std::puts("quads prefill bench: needs an sm_90 GPU, skipping (exit 77)");
     return 77;
   }
-  const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 10;
-  const int only_m = argc > 2 ? std::atoi(argv[2]) : 0; // 0: every M
+  // Positional arguments only; flags (e.g. Google Benchmark's, which a shared runner may pass)
+  // are ignored.
+  std::vector<int> pos;
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-') pos.push_back(std::atoi(argv[i]));
+  const int reps = pos.size() > 0 ? std::max(1, pos[0]) : 10;
+  const int only_m = pos.size() > 1 ? pos[1] : 0; // 0: every M
   std::printf("quads prefill bench on %s, %d SMs, cold L2, median of %d\n", prop.name,
               prop.multiProcessorCount, reps);
   cublasHandle_t h = nullptr;
