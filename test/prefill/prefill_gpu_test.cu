@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,48 @@ TEST_SUITE("gemm.prefill") {
                     qg::fp4_activations<quads::nvfp4>{da.data.ptr, da.scales.ptr}, da.ts.ptr,
                     dw.ts.ptr, acc, host_alpha,
                     label(depth == 1 ? "w4a4 nvfp4" : "w4a4 nvfp4 mma_depth 2", s), depth);
+    }
+  }
+
+  TEST_CASE("per-token and per-column alpha run the generic element epilogue correctly") {
+    // scale_source::row / col make alpha vary per element, so the kernel takes the per-element
+    // chain path instead of the uniform-alpha fast path of scale_alpha + store.
+    auto g = quads_test::rng("gemm.prefill.alpha_rowcol");
+    std::uniform_real_distribution<float> u(0.25f, 4.0f);
+    const shape s{300, 272, 192};
+    const auto wq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
+    const auto aq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
+    const auto acc = qgr::w4a4(aq, wq);
+    std::vector<quads::tensor_scale> rows(s.M), cols(s.N);
+    for (auto& r : rows)
+      r = quads::tensor_scale_from_decode(u(g));
+    for (auto& c : cols)
+      c = quads::tensor_scale_from_decode(u(g));
+    for (const bool per_row : {true, false}) {
+      const qe::alpha_source host_alpha{
+          .alpha = 0.75f,
+          .a = per_row ? rows.data() : aq.tensor_scales.data(),
+          .a_mode = per_row ? qe::scale_source::row : qe::scale_source::tensor,
+          .w = per_row ? wq.tensor_scales.data() : cols.data(),
+          .w_mode = per_row ? qe::scale_source::tensor : qe::scale_source::col};
+      dev_tensor<quads::nvfp4> dw(wq), da(aq);
+      qt::dbuf<quads::tensor_scale> drows(rows), dcols(cols);
+      const auto plan = qg::plan_prefill(s.M, s.N, s.K);
+      qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
+      qt::dbuf<float> y(static_cast<std::size_t>(s.M) * s.N);
+      const epi_f32::arguments args{{.alpha = 0.75f,
+                                     .a = per_row ? drows.ptr : da.ts.ptr,
+                                     .a_mode = host_alpha.a_mode,
+                                     .w = per_row ? dw.ts.ptr : dcols.ptr,
+                                     .w_mode = host_alpha.w_mode},
+                                    {y.ptr, s.N}};
+      QUADS_GEMM_CHECK((qg::prefill_gemm<epi_f32>(
+          plan, qg::fp4_weights<quads::nvfp4>{dw.data.ptr, dw.scales.ptr},
+          qg::fp4_activations<quads::nvfp4>{da.data.ptr, da.scales.ptr}, args, ws.ptr, nullptr)));
+      qt::sync_ok();
+      qt::check_scaled(y.download(static_cast<std::size_t>(s.M) * s.N),
+                       qgr::scaled(acc, host_alpha), acc, abs_alpha(acc, host_alpha), 1,
+                       per_row ? "per-token alpha" : "per-column alpha");
     }
   }
 

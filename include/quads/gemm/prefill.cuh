@@ -216,6 +216,44 @@ struct prefill_kernel_params {
   typename Epi::params ep;
 };
 
+//! Whether `Epi` is exactly `chain<scale_alpha, store<T>>` (the fast epilogue path).
+template <class Epi>
+struct alpha_store_chain : std::false_type {};
+template <class T>
+struct alpha_store_chain<epilogue::chain<epilogue::scale_alpha, epilogue::store<T>>>
+    : std::true_type {
+  using element = T;
+};
+
+//! alpha(m, n) is the same for every element (no per-row / per-column / per-expert source).
+QUADS_DEVICE_API bool uniform_alpha(const epilogue::alpha_source& a) {
+  auto uniform = [](epilogue::scale_source s) {
+    return s == epilogue::scale_source::none || s == epilogue::scale_source::tensor;
+  };
+  return uniform(a.a_mode) && uniform(a.w_mode);
+}
+
+//! Stores `y0` at `out[0]` and, if `second`, `y1` at `out[1]`: one vector store when aligned.
+template <class T>
+QUADS_DEVICE_API void store_pair(T* out, T y0, T y1, bool second) {
+  if (second && reinterpret_cast<std::uintptr_t>(out) % (2 * sizeof(T)) == 0) {
+    if constexpr (sizeof(T) == 2) {
+      std::uint16_t b0, b1;
+      memcpy(&b0, &y0, 2);
+      memcpy(&b1, &y1, 2);
+      *reinterpret_cast<std::uint32_t*>(out) =
+          static_cast<std::uint32_t>(b0) | (static_cast<std::uint32_t>(b1) << 16);
+    } else {
+      static_assert(sizeof(T) == 4, "quads: prefill store_pair: 16- or 32-bit elements");
+      *reinterpret_cast<float2*>(out) =
+          make_float2(element_traits<T>::to_float(y0), element_traits<T>::to_float(y1));
+    }
+    return;
+  }
+  out[0] = y0;
+  if (second) out[1] = y1;
+}
+
 //! The activation pre-pass: one thread per 8 consecutive k of a token row; writes the bf16
 //! lanes (FP4: `e2m1 * s * 2^-c`, exact) at `prefill_position`.
 template <class Act>
@@ -415,6 +453,31 @@ __global__ void __launch_bounds__(prefill_layout::threads, 1)
     }
   sm90::named_barrier(2 + wg, 128);
   const int tid = static_cast<int>(threadIdx.x) % 128;
+  bool done = false;
+  if constexpr (alpha_store_chain<Epi>::value) {
+    // `scale_alpha` + `store<T>` with per-tensor (or no) scales: alpha is one number, read
+    // once; a warp stores 64 consecutive columns of a token as pairs. Same arithmetic as the
+    // nodes (mul_rn, element_traits::from_float), so the bits equal the generic path's.
+    using T = typename alpha_store_chain<Epi>::element;
+    const epilogue::alpha_source& al = epilogue::get<0>(kp.ep);
+    const auto& st = epilogue::get<1>(kp.ep);
+    if (uniform_alpha(al)) {
+      const float alpha = al.at(0, 0);
+      for (int fi = tid; fi < PL::tile_m * 32; fi += 128) {
+        const int tl = fi / 32, np = fi % 32;
+        const int m = m0 + tl, n = n0 + wg * 64 + 2 * np;
+        if (m >= p.M || n >= p.N) continue;
+        const float2 v =
+            *reinterpret_cast<const float2*>(stage_c + tl * PL::staging_pitch + 2 * np);
+        const T y0 = element_traits<T>::from_float(::quads::detail::mul_rn(v.x, alpha));
+        const T y1 = element_traits<T>::from_float(::quads::detail::mul_rn(v.y, alpha));
+        T* out = st.out + static_cast<std::int64_t>(m) * st.ld + n;
+        store_pair(out, y0, y1, n + 1 < p.N);
+      }
+      done = true;
+    }
+  }
+  if (done) return;
   if constexpr (W == 1) {
     // Element chains: a warp takes 32 consecutive columns of one token, so each store of the
     // chain is one 64-byte run (a thread per 16-column fragment would scatter every store
