@@ -159,11 +159,13 @@ int iterations_for(const qm::layer_shape& s, int T) {
 }
 
 template <qm::layer_policy P>
-void run_layer_bench(benchmark::State& state, const model& m, int T) {
+void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_tuning tune = {},
+                     bool breakdown = false) {
   model_data& d = data_of(m);
   const auto& s = m.shape;
   const qm::routing_config rc{s.experts, s.top_k, qm::scoring::softmax, true, 1.0f};
-  const auto plan = qm::plan_layer<P>(T, s, rc, s.hidden / 2, s.intermediate / 2, qb::limits().sms);
+  const auto plan = qm::plan_layer<P>(T, s, rc, s.hidden / 2, s.intermediate / 2,
+                                      qb::limits().sms, tune);
   if (!plan.valid) {
     state.SkipWithError("invalid plan");
     return;
@@ -188,6 +190,38 @@ void run_layer_bench(benchmark::State& state, const model& m, int T) {
   // direct run first (argument errors surface here), then capture
   QUADS_BENCH_TRY(state, qm::forward(plan, w, num, io, ws.get(), st));
   QUADS_BENCH_TRY(state, cudaStreamSynchronize(st));
+  state.counters["splits_gu"] = plan.gu.splits;
+  state.counters["splits_dn"] = plan.dn.splits;
+  if (breakdown) {  // stage times of direct (stream) runs after an L2 flush
+    cudaEvent_t ev[6];
+    for (auto& e : ev) cudaEventCreate(&e);
+    qm::layer_io pio = io;
+    pio.stage_events = ev + 1;
+    std::vector<std::vector<double>> t(6);
+    for (auto _ : state) {
+      QUADS_BENCH_TRY(state, qb::flush_l2(st));
+      cudaEventRecord(ev[0], st);
+      QUADS_BENCH_TRY(state, qm::forward(plan, w, num, pio, ws.get(), st));
+      QUADS_BENCH_TRY(state, cudaEventSynchronize(ev[5]));
+      float ms = 0;
+      for (int i = 1; i < 6; ++i) {
+        cudaEventElapsedTime(&ms, ev[i - 1], ev[i]);
+        t[i].push_back(1e3 * ms);
+      }
+      cudaEventElapsedTime(&ms, ev[0], ev[5]);
+      t[0].push_back(1e3 * ms);
+      state.SetIterationTime(ms * 1e-3);
+    }
+    for (auto& e : ev) cudaEventDestroy(e);
+    const char* names[6] = {"us_stream", "us_route", "us_input", "us_gate_up", "us_down",
+                            "us_combine"};
+    for (int i = 0; i < 6; ++i) {
+      std::sort(t[i].begin(), t[i].end());
+      state.counters[names[i]] = t[i][t[i].size() / 2];
+    }
+    state.counters["T"] = T;
+    return;
+  }
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   QUADS_BENCH_TRY(state, cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -261,10 +295,54 @@ void register_moe() {
             ->Unit(benchmark::kMicrosecond)
             ->Iterations(it);
       };
-      reg("naive_w4a4", run_layer_bench<qm::layer_policy::naive_w4a4>);
-      reg("quads_rac50", run_layer_bench<qm::layer_policy::quads_rac>);
-      reg("w4a16", run_layer_bench<qm::layer_policy::w4a16>);
+      reg("naive_w4a4", [](benchmark::State& st, const model& mm, int t) {
+        run_layer_bench<qm::layer_policy::naive_w4a4>(st, mm, t);
+      });
+      reg("quads_rac50", [](benchmark::State& st, const model& mm, int t) {
+        run_layer_bench<qm::layer_policy::quads_rac>(st, mm, t);
+      });
+      reg("w4a16", [](benchmark::State& st, const model& mm, int t) {
+        run_layer_bench<qm::layer_policy::w4a16>(st, mm, t);
+      });
     }
+    // stage breakdown (stream launches, events between the stages)
+    for (int T : {1, 16, 64, 256}) {
+      auto reg = [&](const char* pol, auto fn) {
+        const std::string name =
+            std::string("moe_stages/") + m.name + "/" + pol + "/T:" + std::to_string(T);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { fn(st, m, T); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(10);
+      };
+      reg("naive_w4a4", [](benchmark::State& st, const model& mm, int t) {
+        run_layer_bench<qm::layer_policy::naive_w4a4>(st, mm, t, {}, true);
+      });
+      reg("quads_rac50", [](benchmark::State& st, const model& mm, int t) {
+        run_layer_bench<qm::layer_policy::quads_rac>(st, mm, t, {}, true);
+      });
+      reg("w4a16", [](benchmark::State& st, const model& mm, int t) {
+        run_layer_bench<qm::layer_policy::w4a16>(st, mm, t, {}, true);
+      });
+    }
+    // split-K sweep of both GEMMs at decode sizes (graph timing)
+    for (int T : {1, 16, 64})
+      for (int sp : {1, 2, 4, 8, 16}) {
+        auto reg = [&](const char* pol, auto fn) {
+          const std::string name = std::string("moe_splits/") + m.name + "/" + pol + "/T:" +
+                                   std::to_string(T) + "/splits:" + std::to_string(sp);
+          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { fn(st, m, T, sp); })
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond)
+              ->Iterations(10);
+        };
+        reg("naive_w4a4", [](benchmark::State& st, const model& mm, int t, int spl) {
+          run_layer_bench<qm::layer_policy::naive_w4a4>(st, mm, t, {{spl}, {spl}});
+        });
+        reg("quads_rac50", [](benchmark::State& st, const model& mm, int t, int spl) {
+          run_layer_bench<qm::layer_policy::quads_rac>(st, mm, t, {{spl}, {spl}});
+        });
+      }
   }
 }
 

@@ -103,6 +103,7 @@ TEST_CASE("GPU routing: ties, all-equal, -0, NaN and -inf logits, empty experts"
         if (kind == 0) v = nan_v;
         if (kind == 1) v = -inf;
         if (kind == 2) v = -0.0f;
+        if (kind == 3 && t % 5 == 0) v = inf;
         if (t % 7 == 3) v = 1.0f;             // a row of equal logits
         if (t % 11 == 5) v = e % 2 ? -inf : nan_v;  // only -inf and NaN: uniform softmax
         l[static_cast<std::size_t>(t) * E + e] = v;

@@ -167,7 +167,7 @@ TEST_CASE("ties go to the lower expert index; -0 equals +0; all-equal logits pic
   check_routing(r, same, cfg);
 }
 
-TEST_CASE("NaN logits rank last with weight 0; -inf ranks above NaN; all -inf is uniform") {
+TEST_CASE("NaN logits rank last with weight 0; -inf above NaN; all -inf uniform; +inf dominant") {
   const qm::routing_config cfg{6, 3, qm::scoring::softmax, false, 1.0f};
   std::vector<float> l = {nan_v, 1.0f, nan_v, -inf, 0.5f, nan_v};
   auto r = qm::route(l, 1, cfg);
@@ -182,6 +182,18 @@ TEST_CASE("NaN logits rank last with weight 0; -inf ranks above NaN; all -inf is
   r = qm::route(l, 1, cfg);
   CHECK(r.topk_expert == std::vector<int>{0, 1, 2});
   for (int j = 0; j < 3; ++j) CHECK(std::fabs(r.topk_weight[j] - 1.0f / 6.0f) < 1e-7f);
+  // +inf takes the whole softmax mass; sigmoid + renormalisation of zero scores gives 1/k
+  l = {1.0f, inf, 3.0f, inf, nan_v, -inf};
+  r = qm::route(l, 1, cfg);
+  CHECK(r.topk_expert == std::vector<int>{1, 3, 2});
+  CHECK(r.topk_weight[0] == 0.5f);
+  CHECK(r.topk_weight[1] == 0.5f);
+  CHECK(r.topk_weight[2] == 0.0f);
+  const qm::routing_config sig_renorm{6, 4, qm::scoring::sigmoid, true, 1.0f};
+  l = {nan_v, -inf, -inf, nan_v, -inf, -inf};
+  r = qm::route(l, 1, sig_renorm);
+  CHECK(r.topk_expert == std::vector<int>{1, 2, 4, 5});
+  for (int j = 0; j < 4; ++j) CHECK(r.topk_weight[j] == 0.25f);
   const qm::routing_config sig{6, 2, qm::scoring::sigmoid, false, 1.0f};
   l = {nan_v, -inf, 0.0f, nan_v, nan_v, nan_v};
   r = qm::route(l, 1, sig);

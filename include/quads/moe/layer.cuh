@@ -75,6 +75,15 @@ struct layer_io {
   __nv_bfloat16* out = nullptr;
   float* out_f32 = nullptr;
   float* h_pre = nullptr;
+  //! Profiling hook (optional): 5 events recorded after routing, the input operand, gate_up,
+  //! down and the combine, so a caller can time the stages of a direct (uncaptured) run.
+  cudaEvent_t* stage_events = nullptr;
+};
+
+//! Grid choices of the two grouped GEMMs (split-K factor; 0 = the planner's choice).
+struct layer_tuning {
+  gemm::decode_options gate_up{};
+  gemm::decode_options down{};
 };
 
 //! The launch plan of one layer call (host only). Workspace regions are 256-byte aligned offsets.
@@ -286,7 +295,8 @@ cudaError_t bf16_grouped(const __nv_bfloat16* a, const __nv_bfloat16* w, const i
 //! 16; ignored by the other policies). `sm_count` sizes the grouped GEMMs' grids.
 template <layer_policy P>
 layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_config& rc,
-                         int gu_selected = 0, int dn_selected = 0, int sm_count = 132) {
+                         int gu_selected = 0, int dn_selected = 0, int sm_count = 132,
+                         const layer_tuning& tune = {}) {
   layer_plan<P> p;
   p.shape = shape;
   p.tokens = tokens;
@@ -301,8 +311,8 @@ layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_con
   const std::size_t Hp = static_cast<std::size_t>(H + p.gu_selected);
   const std::size_t Ip = static_cast<std::size_t>(I + p.dn_selected);
   if constexpr (P != layer_policy::bf16) {
-    p.gu = gemm::plan_grouped(n, 2 * I, H, shape.experts, false, {}, sm_count);
-    p.dn = gemm::plan_grouped(n, H, I, shape.experts, false, {}, sm_count);
+    p.gu = gemm::plan_grouped(n, 2 * I, H, shape.experts, false, tune.gate_up, sm_count);
+    p.dn = gemm::plan_grouped(n, H, I, shape.experts, false, tune.down, sm_count);
   }
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
@@ -386,6 +396,10 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
   if (cudaError_t e = route(plan.routing, io.logits, rv, base + plan.off_routing_ws, stream);
       e != cudaSuccess)
     return e;
+  auto mark = [&](int i) {
+    if (io.stage_events != nullptr) cudaEventRecord(io.stage_events[i], stream);
+  };
+  mark(0);
 
   float* y = reinterpret_cast<float*>(base + plan.off_y);
   void* gws = base + plan.off_gemm;
@@ -433,6 +447,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
           io.x, T, H, rv.pair_of_row, n, k, rac ? num.gate_up_sel.slot : nullptr,
           plan.gu_selected / block, num.x_scale, a1, a1s, 0);
     }
+    mark(1);
     const gemm::fp4_expert_weights<nvfp4> wgu{w.gate_up, w.gate_up_scales, E};
     const gemm::fp4_expert_weights<nvfp4> wdn{w.down, w.down_scales, E};
     const gate_up_fp4_epilogue::arguments gu_epi{
@@ -453,6 +468,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
               plan.gu, wgu, a, rv.offsets, gu_epi, gws, stream);
           e != cudaSuccess)
         return e;
+      mark(2);
       gemm::rac_activations<nvfp4> b{};
       b.data = h;
       b.scales = hs;
@@ -465,12 +481,14 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
                 plan.dn, wdn, b, rv.offsets, dn_epi, gws, stream);
             e != cudaSuccess)
           return e;
+        mark(3);
       } else {
         if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
                 plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws,
                 stream);
             e != cudaSuccess)
           return e;
+        mark(3);
       }
     } else {
       if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, gate_up_fp4_epilogue>(
@@ -478,10 +496,12 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
               stream);
           e != cudaSuccess)
         return e;
+      mark(2);
       if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
               plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws, stream);
           e != cudaSuccess)
         return e;
+      mark(3);
     }
     (void)Ip;
     (void)Hp;
@@ -491,6 +511,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
     detail::gather_rows_kernel<><<<gather_grid, 256, 0, stream>>>(
         reinterpret_cast<const std::uint8_t*>(io.x), nullptr, reinterpret_cast<std::uint8_t*>(a1),
         nullptr, n, k, H * 2, 0, rv.pair_of_row);
+    mark(1);
     const gate_up_bf16_epilogue::arguments gu_epi{
         gu_alpha, {}, {io.h_pre, I}, {reinterpret_cast<bf16_t*>(h), I}};
     if constexpr (P == layer_policy::w4a16) {
@@ -501,26 +522,31 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
               stream);
           e != cudaSuccess)
         return e;
+      mark(2);
       if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
               plan.dn, wdn, gemm::dense_activations<gemm::bf16_lane>{h}, rv.offsets, dn_epi, gws,
               stream);
           e != cudaSuccess)
         return e;
+      mark(3);
     } else {
       float* acc = static_cast<float*>(gws);
       if (cudaError_t e = detail::bf16_grouped<gate_up_bf16_epilogue>(
               a1, w.gate_up_bf16, rv.expert_of_row, n, 2 * I, H, acc, gu_epi, stream);
           e != cudaSuccess)
         return e;
+      mark(2);
       if (cudaError_t e = detail::bf16_grouped<down_epilogue>(h, w.down_bf16, rv.expert_of_row, n,
                                                               H, I, acc, dn_epi, stream);
           e != cudaSuccess)
         return e;
+      mark(3);
     }
   }
   const long long quads4 = static_cast<long long>(T) * (H / 4);
   detail::combine_kernel<><<<static_cast<unsigned>((quads4 + 255) / 256), 256, 0, stream>>>(
       y, rv.row_of_pair, T, k, H, io.out, io.out_f32);
+  mark(4);
   return kd::after_launch();
 }
 

@@ -12,12 +12,13 @@
 //!   themselves by index). `selection_key` is the total order.
 //! - **Scores**: softmax `p_e = exp(l_e - max) / sum`, or sigmoid `p_e = 1 / (1 + exp(-l_e))`,
 //!   with `exp_rn` (a fixed fp32 polynomial, not the libm / CUDA `expf`, so host and device agree
-//!   bit for bit). A NaN logit scores like -inf (p = 0); if every logit is -inf or NaN, softmax
-//!   gives every expert `1 / E`. The softmax sum has a fixed order, the one a warp computes:
+//!   bit for bit). A NaN logit scores like -inf (p = 0), a +inf logit like FLT_MAX; if every
+//!   logit is -inf or NaN, softmax gives every expert `1 / E`. The softmax sum has a fixed order, the one a warp computes:
 //!   lane L sums experts L, L + 32, ... in order, then a butterfly over lanes (xor 16, 8, 4, 2, 1)
 //!   (`warp_sum_order`).
 //! - **Weights** of the k selected experts in rank order: `w_j = p_j`, or with `renormalize`
-//!   `w_j = p_j / (p_0 + p_1 + ... + p_{k-1})` (sum left to right), then `w_j * scale`.
+//!   `w_j = p_j / (p_0 + p_1 + ... + p_{k-1})` (sum left to right; a zero sum gives `1 / k`
+//!   each), then `w_j * scale`. So weights are never NaN.
 //! - **Grouping**: pair `p = t * k + j` (token t, rank j) goes to expert `e = experts[p]`. Grouped
 //!   rows are sorted by expert, and within an expert by pair index (a stable sort), so expert e
 //!   owns rows `[offsets[e], offsets[e + 1])`. `row_of_pair[p]` is p's row, `pair_of_row` its
@@ -136,9 +137,11 @@ QUADS_API constexpr int key_expert(::cuda::std::uint64_t key) noexcept {
   return static_cast<int>(0xffffffffu - static_cast<::cuda::std::uint32_t>(key & 0xffffffffu));
 }
 
-//! The logit as the scores see it: NaN -> -inf.
+//! The logit as the scores see it: NaN -> -inf, +inf -> FLT_MAX (so a +inf logit takes the
+//! whole softmax mass instead of making every weight NaN).
 QUADS_API constexpr float score_logit(float logit) noexcept {
-  return ::quads::detail::is_nan(logit) ? detail::from_bits(0xff800000u) : logit;
+  if (::quads::detail::is_nan(logit)) return detail::from_bits(0xff800000u);
+  return logit == detail::from_bits(0x7f800000u) ? ::quads::detail::flt_max : logit;
 }
 
 //! `exp(l - max)` of one softmax term (`max` over the score logits; -inf max: every term 1).
@@ -161,7 +164,10 @@ QUADS_API constexpr void finish_weights(float (&w)[MaxK], int k, bool renormaliz
   if (renormalize) {
     float s = 0.0f;
     for (int j = 0; j < k; ++j) s = detail::add_rn(s, w[j]);
-    for (int j = 0; j < k; ++j) w[j] = ::quads::detail::div_rn(w[j], s);
+    // all k scores 0 (e.g. sigmoid of -inf / NaN logits): 1/k each instead of 0/0
+    for (int j = 0; j < k; ++j)
+      w[j] = s == 0.0f ? ::quads::detail::div_rn(1.0f, static_cast<float>(k))
+                       : ::quads::detail::div_rn(w[j], s);
   }
   for (int j = 0; j < k; ++j) w[j] = detail::mul_rn(w[j], scale);
 }
