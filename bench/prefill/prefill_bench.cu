@@ -14,6 +14,8 @@
 //! - `prepass`: `prefill_prepare` alone;
 //! - `depth2`: the mainloop with `mma_depth = 2` (two wgmma groups in flight per warpgroup);
 //!   `ratio2` = cublas / (depth2 + prepass).
+//! At M = 4096 a `probe` line times diagnostic variants of the mainloop (no dequantization,
+//! no MMAs, no epilogue; their outputs are wrong) to show where the time goes.
 //! TFLOP/s = 2 M N K / time. Prints a table and one JSON line per row (prefix `json:`).
 //! Usage: quads_bench_prefill [reps=10] [M (only this M)] (flags are ignored). Exits 77 without
 //! an sm_90 GPU.
@@ -209,6 +211,24 @@ int main(int argc, char** argv) {
       const double main2_us = tm.median_us(reps, [&] {
         BENCH_CHECK(qg::prefill_gemm_prepared<epi_bf16>(plan2, fw, prep, args, nullptr));
       });
+      if (M == 4096) {
+        // Diagnostic kernels (wrong results; see prefill_kernel's Probe): where the time goes.
+        const double no_dq = tm.median_us(reps, [&] {
+          BENCH_CHECK(
+              (qg::detail::prefill_gemm_prepared_impl<epi_bf16, 1>(plan, fw, prep, args, nullptr)));
+        });
+        const double no_mma = tm.median_us(reps, [&] {
+          BENCH_CHECK(
+              (qg::detail::prefill_gemm_prepared_impl<epi_bf16, 2>(plan, fw, prep, args, nullptr)));
+        });
+        const double no_epi = tm.median_us(reps, [&] {
+          BENCH_CHECK(
+              (qg::detail::prefill_gemm_prepared_impl<epi_bf16, 3>(plan, fw, prep, args, nullptr)));
+        });
+        std::printf("probe %5dx%-5d M=%d: mainloop %.1f us | without dequant %.1f | without "
+                    "MMA %.1f | without epilogue %.1f\n",
+                    N, K, M, main_us, no_dq, no_mma, no_epi);
+      }
       const double prep_us = tm.median_us(
           reps, [&] { BENCH_CHECK(qg::prefill_prepare(plan, fa, work, &prep, nullptr)); });
       const double flop = 2.0 * M * static_cast<double>(N) * K;

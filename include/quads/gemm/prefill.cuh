@@ -289,7 +289,10 @@ __global__ void __launch_bounds__(256)
 }
 
 //! The mainloop + fused epilogue (see the file comment). Grid: (token tiles, weight tiles).
-template <class Epi, int W, int Depth>
+//! `Probe` (diagnostics for the benchmark only, results are wrong): 1 = no dequantization
+//! (constant A fragments), 2 = no MMAs (fragments folded into the accumulators), 3 = no
+//! epilogue. 0 = the GEMM.
+template <class Epi, int W, int Depth, int Probe = 0>
 __global__ void __launch_bounds__(prefill_layout::threads, 1)
     prefill_kernel(const __grid_constant__ prefill_kernel_params<Epi> kp) {
   using PL = prefill_layout;
@@ -365,6 +368,14 @@ __global__ void __launch_bounds__(prefill_layout::threads, 1)
   auto load = [&](int kt, std::uint32_t(&f)[4][4]) {
     const int s = kt % S;
     sm90::mbar_wait(full0 + 8 * s, static_cast<std::uint32_t>(kt / S) & 1u);
+    if constexpr (Probe == 1) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          f[i][j] = 0x3c003c00u + static_cast<std::uint32_t>(kt & 1);
+      return;
+    }
     const std::uint8_t* wt = smem + PL::w_offset + s * PL::w_stage_bytes;
     const std::uint8_t* st = smem + PL::s_offset + s * PL::s_stage_bytes;
     const uint2 q0 = *reinterpret_cast<const uint2*>(wt + 32 * r0 + 8 * t);
@@ -383,6 +394,12 @@ __global__ void __launch_bounds__(prefill_layout::threads, 1)
     f[3][0] = p01[2], f[3][1] = p11[2], f[3][2] = p01[3], f[3][3] = p11[3];
   };
   auto mma = [&](int kt, const std::uint32_t(&f)[4][4]) {
+    if constexpr (Probe == 2) {
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        acc[ks] += __uint_as_float((f[ks][0] ^ f[ks][1] ^ f[ks][2] ^ f[ks][3]) & 0x3fffffffu);
+      return;
+    }
     const std::uint64_t desc = sm90::sw128_desc(base + (kt % S) * PL::b_stage_bytes);
     sm90::wgmma_fence();
 #pragma unroll
@@ -442,6 +459,7 @@ __global__ void __launch_bounds__(prefill_layout::threads, 1)
     sm90::fence_operand(acc[i]);
 
   // ---------------- epilogue ----------------
+  if constexpr (Probe == 3) return;            // the MMAs stay: they are volatile asm
   sm90::named_barrier(1, 128 * PL::consumers); // both warpgroups are done with the B stages
   float* stage_c = reinterpret_cast<float*>(smem) + wg * PL::staging_floats;
 #pragma unroll
@@ -652,11 +670,28 @@ cudaError_t prefill_prepare(const prefill_plan& plan, const Act& a, void* worksp
   return ::quads::kernels::detail::after_launch();
 }
 
+namespace detail {
+template <class Epi, int Probe>
+cudaError_t prefill_gemm_prepared_impl(const prefill_plan& plan, const fp4_weights<nvfp4>& w,
+                                       const prefill_activations& a,
+                                       const typename Epi::arguments& epi, cudaStream_t stream);
+} // namespace detail
+
 //! Stage 2: the wgmma mainloop and the fused epilogue on prepared activations.
 template <class Epi>
 cudaError_t prefill_gemm_prepared(const prefill_plan& plan, const fp4_weights<nvfp4>& w,
                                   const prefill_activations& a, const typename Epi::arguments& epi,
                                   cudaStream_t stream) {
+  return detail::prefill_gemm_prepared_impl<Epi, 0>(plan, w, a, epi, stream);
+}
+
+//! The launcher behind `prefill_gemm_prepared`; `Probe` != 0 runs a diagnostic kernel (see
+//! `prefill_kernel`; benchmark only, the output is wrong).
+template <class Epi, int Probe>
+cudaError_t
+detail::prefill_gemm_prepared_impl(const prefill_plan& plan, const fp4_weights<nvfp4>& w,
+                                   const prefill_activations& a, const typename Epi::arguments& epi,
+                                   cudaStream_t stream) {
   static_assert(epilogue::check_epilogue_node<Epi>());
   static_assert(!detail::reads_residual_of<Epi>::value,
                 "quads: prefill_gemm has no RAC residual accumulator (use decode_gemm)");
@@ -700,8 +735,8 @@ cudaError_t prefill_gemm_prepared(const prefill_plan& plan, const fp4_weights<nv
                   static_cast<unsigned>((plan.N + PL::tile_n - 1) / PL::tile_n));
   const cudaError_t e =
       plan.mma_depth == 2
-          ? detail::launch_prefill<detail::prefill_kernel<Epi, W, 2>>(dev, grid, kp, stream)
-          : detail::launch_prefill<detail::prefill_kernel<Epi, W, 1>>(dev, grid, kp, stream);
+          ? detail::launch_prefill<detail::prefill_kernel<Epi, W, 2, Probe>>(dev, grid, kp, stream)
+          : detail::launch_prefill<detail::prefill_kernel<Epi, W, 1, Probe>>(dev, grid, kp, stream);
   if (e != cudaSuccess) return e;
   return ::quads::kernels::detail::after_launch();
 }
