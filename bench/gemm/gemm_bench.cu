@@ -53,7 +53,8 @@ const char* name_of(operand o) {
   return "?";
 }
 
-void register_decode(operand op, int M, int N, int K, qg::reduction mode) {
+template <class Tuning = qg::stream_tuning<>>
+void register_decode(operand op, int M, int N, int K, qg::reduction mode, const char* tag = "") {
   const int selected = (op == operand::rac_shared || op == operand::rac_own) ? K / 2 : 0;
   const int Kp = K + selected;
   const std::size_t w_bytes = static_cast<std::size_t>(N) * K / 2 + static_cast<std::size_t>(N) * K / 16;
@@ -65,7 +66,7 @@ void register_decode(operand op, int M, int N, int K, qg::reduction mode) {
   const auto [policy, slots] = qb::policy_for(w_bytes);
   const std::string name = std::string("gemm/decode/") + name_of(op) + "/M" + std::to_string(M) +
                            "_W" + std::to_string(N) + "x" + std::to_string(K) +
-                           (mode == qg::reduction::atomic ? "/atomic" : "/deterministic");
+                           (mode == qg::reduction::atomic ? "/atomic" : "/deterministic") + tag;
   auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
     const bool own = op == operand::rac_own;
     const auto plan = qg::plan_decode(M, N, K, own, {0, mode}, qb::limits().sms);
@@ -95,7 +96,7 @@ void register_decode(operand op, int M, int N, int K, qg::reduction mode) {
       const qg::fp4_weights<quads::nvfp4> w{wd[s].get<const std::uint8_t>(), wsc[s].get<const std::uint8_t>()};
       switch (op) {
       case operand::w4a4:
-        return qg::decode_gemm<qg::bf16_lane, epi>(
+        return qg::decode_gemm<qg::bf16_lane, epi, quads::nvfp4, qg::fp4_activations<quads::nvfp4>, Tuning>(
             plan, w, qg::fp4_activations<quads::nvfp4>{ad.get<const std::uint8_t>(), asc.get<const std::uint8_t>()},
             epi::arguments{alpha, {y.get<__nv_bfloat16>(), N}}, ws.get(), st);
       case operand::w4a16:
@@ -189,6 +190,13 @@ void register_gemm_suite() {
     for (int M : decode_ms)
       for (operand op : {operand::w4a4, operand::w4a16, operand::rac_shared, operand::rac_own})
         register_decode(op, M, N, K, qg::reduction::deterministic);
+  // tuning variants of the streaming kernel (ring depth, CTAs per SM asked of ptxas)
+  for (const auto& [N, K] : decode_shapes)
+    for (int M : {1, 16}) {
+      register_decode<qg::stream_tuning<6, 2>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/ring6");
+      register_decode<qg::stream_tuning<3, 2>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/ring3");
+      register_decode<qg::stream_tuning<4, 3>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/minblocks3");
+    }
   register_grouped(8, 8);
   register_grouped(126, 128);
 }

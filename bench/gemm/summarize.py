@@ -11,11 +11,16 @@ import sys
 d = json.load(open(sys.argv[1]))
 copy = float(d["context"].get("quads_copy_GBps", "0"))
 rows = {}
+variants = []
 for b in d["benchmarks"]:
     if "error_message" in b:
         print("ERROR", b["name"], b["error_message"])
         continue
     n = b["name"]
+    m = re.match(r"gemm/decode/(\w+)/M(\d+)_W(\d+)x(\d+)/deterministic/(ring\d|minblocks\d)", n)
+    if m:
+        variants.append(f"{m[5]} {m[1]} M{m[2]} {m[3]}x{m[4]}: {b['us']:.2f} us ({b['frac_copy']:.2f} of copy)")
+        continue
     m = re.match(r"gemm/decode/(\w+)/M(\d+)_W(\d+)x(\d+)/", n)
     if m:
         rows.setdefault((int(m[3]), int(m[4]), int(m[2])), {})[m[1]] = b
@@ -40,3 +45,5 @@ for (N, K, M), r in sorted(rows.items()):
           f"{us('w4a4_rac50_shared'):.2f} | {us('w4a4_rac50_own'):.2f} | {us('cublas_bf16'):.2f} | "
           f"{us('cublaslt_fp8'):.2f} | {us('cublas_bf16') / w:.2f} | {us('cublaslt_fp8') / w:.2f} | "
           f"{100 * (us('w4a4_rac50_shared') / w - 1):.0f} | {100 * (us('w4a4_rac50_own') / w - 1):.0f} |")
+for v in variants:
+    print(v)

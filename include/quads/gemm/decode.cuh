@@ -51,6 +51,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -479,6 +480,412 @@ inline constexpr int epilogue_fragment_width =
 
 namespace detail {
 
+// ---------------------------------------------------------------------------------------------
+// The streaming decode mainloop (stream_layout): cp.async weight ring per warp, activation slabs,
+// cluster split-K reduced through distributed shared memory, fused epilogue.
+// ---------------------------------------------------------------------------------------------
+
+QUADS_DEVICE_API std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+//! 16 bytes global -> shared, L1 bypassed, `src_bytes` (0 or 16) read and the rest zero-filled.
+QUADS_DEVICE_API void cp_async16(std::uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+QUADS_DEVICE_API void cp_async8(std::uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+QUADS_DEVICE_API void cp_async4(std::uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
+}
+QUADS_DEVICE_API void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+QUADS_DEVICE_API void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+//! One staging unit's raw global data (loaded a slab ahead, dequantized when stored).
+template <class Act>
+struct staged_unit;
+template <mma_lane Lane>
+struct staged_unit<dense_activations<Lane>> {
+  uint4 v;
+};
+template <block_scaled_format F>
+struct staged_unit<fp4_activations<F>> {
+  std::uint32_t q;
+  std::uint8_t s;
+};
+template <block_scaled_format F>
+struct staged_unit<rac_activations<F>> {
+  std::uint32_t q, rq;
+  std::uint8_t s, rs;
+  bool sel;
+};
+
+template <mma_lane Lane, class Act>
+QUADS_DEVICE_API staged_unit<Act> stage_load(const decode_params& p, const int* slot, int m,
+                                             int k, bool valid) {
+  using T = activation_traits<Act>;
+  staged_unit<Act> u{};
+  if (!valid) return u;
+  if constexpr (!T::fp4) {
+    u.v = __ldg(reinterpret_cast<const uint4*>(
+        static_cast<const std::uint16_t*>(p.a_data) + static_cast<std::size_t>(m) * p.K + k));
+  } else {
+    constexpr int B = T::block_size;
+    const std::uint8_t* row = static_cast<const std::uint8_t*>(p.a_data) +
+                              static_cast<std::size_t>(m) * p.a_row_bytes;
+    const std::uint8_t* srow = p.a_scales + static_cast<std::size_t>(m) * p.a_scale_cols;
+    u.q = __ldg(reinterpret_cast<const std::uint32_t*>(row + k / 2));
+    u.s = __ldg(srow + k / B);
+    if constexpr (T::rac) {
+      const int j = __ldg(slot + k / B);
+      u.sel = j >= 0;
+      if (u.sel) {
+        const int kr = p.K + j * B + k % B;
+        u.rq = __ldg(reinterpret_cast<const std::uint32_t*>(row + kr / 2));
+        u.rs = __ldg(srow + p.K / B + j);
+      }
+    }
+  }
+  return u;
+}
+
+template <mma_lane Lane, class Act>
+QUADS_DEVICE_API void stage_store(const staged_unit<Act>& u, uint4* act, uint4* res, int slot) {
+  using T = activation_traits<Act>;
+  std::uint32_t out[4];
+  if constexpr (!T::fp4) {
+    const std::uint32_t w[4] = {u.v.x, u.v.y, u.v.z, u.v.w};
+    pair_octet_words(w, out);
+  } else {
+    using L = fp4_loader<typename T::format, Lane>;
+    L::dequant_word(u.q, L::multiplier2(u.s), out);
+  }
+  act[slot] = make_uint4(out[0], out[1], out[2], out[3]);
+  if constexpr (T::rac) {
+    uint4 r = make_uint4(0u, 0u, 0u, 0u);
+    if (u.sel) {
+      using L = fp4_loader<typename T::format, Lane>;
+      L::dequant_word(u.rq, L::multiplier2(u.rs), out);
+      r = make_uint4(out[0], out[1], out[2], out[3]);
+    }
+    res[slot] = r;
+  }
+}
+
+//! The streaming mainloop + fused epilogue: CTA (split, n-tile, m-tile) of stream_layout; with
+//! `splits > 1` the grid's x dimension is one cluster of `splits` CTAs. `Aligned`: K % 128 == 0
+//! (every chunk whole, 16-byte code and 4-byte scale copies); `S` ring stages per warp.
+template <mma_lane Lane, block_scaled_format WF, class Act, class Epi, int W, bool Aligned, int S,
+          int MinBlocks>
+__global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
+    stream_mainloop(const __grid_constant__ decode_params p,
+                    const __grid_constant__ typename Epi::params ep) {
+  using SL = stream_layout;
+  using DL = decode_layout;
+  using T = activation_traits<Act>;
+  using WL = fp4_loader<WF, Lane>;
+  constexpr int WB = WF::block_size;
+  constexpr int scale_per_chunk = DL::chunk_k / WB;  // scale bytes per row and chunk (8 or 4)
+  static_assert(SL::rows_per_cta % W == 0, "quads: fused epilogue fragments must tile a CTA");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int split = static_cast<int>(blockIdx.x);
+  const int splits = static_cast<int>(gridDim.x);
+  const int n_cta = static_cast<int>(blockIdx.y) * SL::rows_per_cta;
+  const int m0 = static_cast<int>(blockIdx.z) * SL::tokens_per_cta;
+  const int tokens = min(SL::tokens_per_cta, p.M - m0);
+  const int nt = p.M > 8 ? 2 : 1;  // uniform over the grid (the smem carve-up depends on it)
+  const int chunk_begin = split * p.chunks_per_split;
+  const int chunk_end = min(chunk_begin + p.chunks_per_split, p.chunks);
+  const int nchunks = max(chunk_end - chunk_begin, 0);
+  const int n0 = n_cta + warp * SL::rows_per_warp;
+  const bool warp_active = n0 < p.N;
+
+  const int slab_slots = SL::slab_bytes(nt) / 16;
+  uint4* act = reinterpret_cast<uint4*>(smem_raw);            // [2][slab_slots]
+  uint4* res = act + 2 * slab_slots;                          // [2][slab_slots] (RAC)
+  unsigned char* ring = smem_raw + 2 * SL::slab_bytes(nt) * (T::rac ? 2 : 1);
+  unsigned char* my_ring = ring + warp * S * SL::stage_bytes;
+  __shared__ int res_flag[2][SL::slab_chunks];  // RAC: chunk has a selected block
+
+  const std::size_t row_bytes = static_cast<std::size_t>(p.K / 2);
+  const int w_scale_cols = p.K / WB;
+  const bool scale_vec = Aligned || (w_scale_cols % 4) == 0;
+
+  // --- this lane's copy sources / destinations (chunk 0 of the split) --------------------------
+  const int r_s = g + 8 * (t / 2), half = t % 2;  // the scale row / half this lane copies
+  const int nA = n0 + g, nB = n0 + g + 8, nS = n0 + r_s;
+  const bool okA = nA < p.N, okB = nB < p.N;
+  const bool okS = nS < p.N && 4 * half < scale_per_chunk;
+  const int kseg0 = DL::word_k(chunk_begin, t, 0);
+  const std::uint8_t* pA = p.w_data + static_cast<std::size_t>(okA ? nA : 0) * row_bytes + kseg0 / 2;
+  const std::uint8_t* pB = p.w_data + static_cast<std::size_t>(okB ? nB : 0) * row_bytes + kseg0 / 2;
+  const std::uint8_t* pS = p.w_scales + static_cast<std::size_t>(okS ? nS : 0) * w_scale_cols +
+                           chunk_begin * scale_per_chunk + 4 * half;
+  const std::uint32_t ring_s = smem_addr(my_ring);
+  const std::uint32_t dA = ring_s + lane * 32, dS = ring_s + SL::stage_code_bytes + r_s * 8 + 4 * half;
+
+  // --- ring: chunk i (split-local) of this warp's 16 rows into stage i % S ----------------------
+  auto issue = [&](int i) {
+    if (i < nchunks && warp_active) {
+      const std::uint32_t off = static_cast<std::uint32_t>((i % S) * SL::stage_bytes);
+      if constexpr (Aligned) {
+        cp_async16(dA + off, pA + i * 64, okA ? 16 : 0);
+        cp_async16(dA + off + 16, pB + i * 64, okB ? 16 : 0);
+        cp_async4(dS + off, pS + i * scale_per_chunk, okS ? 4 : 0);
+      } else {
+        const int kseg = kseg0 + i * DL::chunk_k;
+        const bool in_k = kseg < p.K;
+        if (p.w_vec16) {
+          cp_async16(dA + off, in_k ? pA + i * 64 : p.w_data, okA && in_k ? 16 : 0);
+          cp_async16(dA + off + 16, in_k ? pB + i * 64 : p.w_data, okB && in_k ? 16 : 0);
+        } else {
+          const bool in2 = kseg + 16 < p.K;
+          cp_async8(dA + off, in_k ? pA + i * 64 : p.w_data, okA && in_k ? 8 : 0);
+          cp_async8(dA + off + 8, in2 ? pA + i * 64 + 8 : p.w_data, okA && in2 ? 8 : 0);
+          cp_async8(dA + off + 16, in_k ? pB + i * 64 : p.w_data, okB && in_k ? 8 : 0);
+          cp_async8(dA + off + 24, in2 ? pB + i * 64 + 8 : p.w_data, okB && in2 ? 8 : 0);
+        }
+        const int first_block = (chunk_begin + i) * scale_per_chunk + 4 * half;
+        int valid = okS ? w_scale_cols - first_block : 0;
+        valid = valid < 0 ? 0 : (valid > 4 ? 4 : valid);
+        const std::uint8_t* src = valid > 0 ? pS + i * scale_per_chunk : p.w_scales;
+        if (scale_vec) {
+          cp_async4(dS + off, src, valid);
+        } else {
+          unsigned char* sdst = my_ring + (i % S) * SL::stage_bytes + SL::stage_code_bytes + r_s * 8 + 4 * half;
+#pragma unroll
+          for (int b = 0; b < 4; ++b) sdst[b] = b < valid ? __ldg(src + b) : std::uint8_t{0};
+        }
+      }
+    }
+    cp_async_commit();
+  };
+
+  float acc[2][4] = {};
+  float acc_r[2][4] = {};
+
+  struct ring_regs {
+    uint4 q0, q1;         // codes of rows g, g + 8
+    std::uint32_t s0, s1; // this lane's scale bytes of rows g, g + 8
+  };
+  auto ring_read = [&](int i) {
+    ring_regs r{make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u), 0u, 0u};
+    if (warp_active) {
+      const unsigned char* st = my_ring + (i % S) * SL::stage_bytes;
+      r.q0 = *reinterpret_cast<const uint4*>(st + lane * 32);
+      r.q1 = *reinterpret_cast<const uint4*>(st + lane * 32 + 16);
+      const unsigned char* ss = st + SL::stage_code_bytes;
+      if constexpr (WB == 16) {
+        r.s0 = *reinterpret_cast<const std::uint16_t*>(ss + g * 8 + 2 * t);
+        r.s1 = *reinterpret_cast<const std::uint16_t*>(ss + (g + 8) * 8 + 2 * t);
+      } else {
+        r.s0 = ss[g * 8 + t];
+        r.s1 = ss[(g + 8) * 8 + t];
+      }
+    }
+    return r;
+  };
+
+  // --- prologue: ring stages in flight, then the first slab staged -----------------------------
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) issue(i);
+
+  constexpr int max_units = SL::tokens_per_cta * SL::slab_chunks * 16 / SL::threads;  // 4
+  auto unit_coords = [&](int slab_first, int u, int& m, int& k, int& slot, bool& valid) {
+    const int n = u / (SL::slab_chunks * 16), oc = u % (SL::slab_chunks * 16);
+    const int c = oc / 16, o = oc % 16;
+    m = m0 + n;
+    k = (chunk_begin + slab_first + c) * DL::chunk_k + 8 * o;
+    slot = SL::stage_slot(nt, c, n, o);
+    valid = n < tokens && slab_first + c < nchunks && k < p.K;
+    if (n >= 8 * nt) slot = -1;  // no slot for a token tile this grid does not have
+  };
+  auto residual_flags = [&](int slab_first, int buf) {
+    if constexpr (T::rac) {
+      if (tid < SL::slab_chunks) {
+        const int c = chunk_begin + slab_first + tid;
+        const int kb0 = c * DL::chunk_k / T::block_size;
+        const int nkb = p.K / T::block_size;
+        int any = 0;
+        if (slab_first + tid < nchunks)
+          for (int b = 0; b < DL::chunk_k / T::block_size; ++b)
+            if (kb0 + b < nkb && __ldg(p.slot + kb0 + b) >= 0) any = 1;
+        res_flag[buf][tid] = any;
+      }
+    }
+  };
+  const int nslabs = (nchunks + SL::slab_chunks - 1) / SL::slab_chunks;
+  staged_unit<Act> pre[max_units];
+  {
+#pragma unroll
+    for (int i = 0; i < max_units; ++i) {
+      int m, k, slot;
+      bool valid;
+      unit_coords(0, tid + i * SL::threads, m, k, slot, valid);
+      pre[i] = stage_load<Lane, Act>(p, p.slot, m, k, valid);
+    }
+    residual_flags(0, 0);
+#pragma unroll
+    for (int i = 0; i < max_units; ++i) {
+      int m, k, slot;
+      bool valid;
+      unit_coords(0, tid + i * SL::threads, m, k, slot, valid);
+      if (slot >= 0) stage_store<Lane, Act>(pre[i], act, res, slot);
+    }
+  }
+  // chunk 0 into registers, then the ring's last stage in flight
+  cp_async_wait<S - 2>();
+  __syncwarp();
+  ring_regs cur = ring_read(0);
+  issue(S - 1);
+  __syncthreads();
+
+  for (int s = 0; s < nslabs; ++s) {
+    const int buf = s & 1;
+    const bool next = s + 1 < nslabs;
+    if (next) {
+#pragma unroll
+      for (int i = 0; i < max_units; ++i) {
+        int m, k, slot;
+        bool valid;
+        unit_coords((s + 1) * SL::slab_chunks, tid + i * SL::threads, m, k, slot, valid);
+        pre[i] = stage_load<Lane, Act>(p, p.slot, m, k, valid);
+      }
+    }
+    const uint4* a_buf = act + buf * slab_slots;
+    const uint4* r_buf = res + buf * slab_slots;
+    const int c_end = min(SL::slab_chunks, nchunks - s * SL::slab_chunks);
+    for (int cl = 0; cl < c_end; ++cl) {
+      const int i = s * SL::slab_chunks + cl;  // split-local chunk
+      // this chunk's codes and scales are in registers (cur); fetch the next chunk's from the
+      // ring first, so the shared-memory latency overlaps this chunk's work
+      const uint4 wq0 = cur.q0, wq1 = cur.q1;
+      const std::uint32_t sc0 = cur.s0, sc1 = cur.s1;
+      if (i + 1 < nchunks) {
+        cp_async_wait<S - 2>();
+        __syncwarp();
+        cur = ring_read(i + 1);
+        issue(i + S);
+      }
+      if (!warp_active) continue;
+      bool any_residual = false;
+      if constexpr (T::rac) any_residual = res_flag[buf][cl] != 0;
+#pragma unroll
+      for (int w = 0; w < DL::words_per_lane; ++w) {
+        const int b = (w * 8) / WB;
+        const std::uint32_t m_0 = WL::multiplier2(static_cast<std::uint8_t>(sc0 >> (8 * b)));
+        const std::uint32_t m_1 = WL::multiplier2(static_cast<std::uint8_t>(sc1 >> (8 * b)));
+        std::uint32_t ag[4], ag8[4];
+        WL::dequant_word(word_of(wq0, w), m_0, ag);
+        WL::dequant_word(word_of(wq1, w), m_1, ag8);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          if (j >= nt) break;
+          const uint4 bv = a_buf[SL::act_slot(nt, cl, j, w, lane)];
+          mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], bv.x, bv.y);
+          mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], bv.z, bv.w);
+          if constexpr (T::rac) {
+            if (any_residual) {
+              const uint4 br = r_buf[SL::act_slot(nt, cl, j, w, lane)];
+              if (p.own) {
+                mma_16816<Lane>(acc_r[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
+                mma_16816<Lane>(acc_r[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
+              } else {
+                mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
+                mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
+              }
+            }
+          }
+        }
+      }
+    }
+    if (next) {
+      residual_flags((s + 1) * SL::slab_chunks, buf ^ 1);
+#pragma unroll
+      for (int i = 0; i < max_units; ++i) {
+        int m, k, slot;
+        bool valid;
+        unit_coords((s + 1) * SL::slab_chunks, tid + i * SL::threads, m, k, slot, valid);
+        if (slot >= 0)
+          stage_store<Lane, Act>(pre[i], act + (buf ^ 1) * slab_slots, res + (buf ^ 1) * slab_slots,
+                                 slot);
+      }
+    }
+    __syncthreads();
+  }
+
+  // --- C fragments to this warp's (drained) ring: [token m][row n] floats, residual after -------
+  cp_async_wait<0>();
+  __syncwarp();
+  float* cw = reinterpret_cast<float*>(my_ring);
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int n = g + (e >= 2 ? 8 : 0);
+      const int m = 8 * j + 2 * t + (e & 1);
+      cw[m * 16 + n] = acc[j][e] * p.fold;  // exact: a power of two
+      if constexpr (T::rac) cw[256 + m * 16 + n] = acc_r[j][e] * p.fold;
+    }
+  auto c_at = [&](const unsigned char* base, int m, int nl, int which) {
+    const float* w0 = reinterpret_cast<const float*>(base + (nl / 16) * S * SL::stage_bytes);
+    return w0[which * 256 + m * 16 + nl % 16];
+  };
+
+  namespace cg = cooperative_groups;
+  if (splits > 1) cg::this_cluster().sync();
+  else __syncthreads();
+
+  constexpr int per_row = SL::rows_per_cta / W;
+  const int frags = tokens * per_row;
+  for (int f = split * SL::threads + tid; f < frags; f += splits * SL::threads) {
+    const int m = f / per_row;
+    const int nl = (f % per_row) * W;
+    const int col = n_cta + nl;
+    if (col >= p.N) continue;
+    epilogue::fragment<W> fr;
+    fr.row = m0 + m;
+    fr.col = col;
+    fr.count = min(W, p.N - col);
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      fr.v[i] = 0.0f;
+      fr.r[i] = 0.0f;
+    }
+    for (int q = 0; q < splits; ++q) {
+      const unsigned char* base =
+          splits > 1 ? cg::this_cluster().map_shared_rank(ring, q) : ring;
+#pragma unroll
+      for (int i = 0; i < W; ++i) {
+        if (i < fr.count) {
+          const float v = c_at(base, m, nl + i, 0);
+          fr.v[i] = q == 0 ? v : __fadd_rn(fr.v[i], v);
+          if constexpr (Epi::reads_residual) {
+            const float r = c_at(base, m, nl + i, 1);
+            fr.r[i] = q == 0 ? r : __fadd_rn(fr.r[i], r);
+          }
+        }
+      }
+    }
+    (void)epilogue::apply_node<Epi>(fr, ep);
+  }
+  if (splits > 1) cg::this_cluster().sync();  // keep this CTA's shared memory for the readers
+}
+
+} // namespace detail
+
+namespace detail {
+
 #define QUADS_GEMM_MSG(text) (Grouped ? "quads: grouped_gemm: " text : "quads: decode_gemm: " text)
 
 //! The argument checks shared by `decode_gemm` and `grouped_gemm` (the shapes are the plan's:
@@ -583,10 +990,12 @@ cudaError_t check_and_fill(int M, int N, int K, bool plan_residual, const fp4_we
 //! aligned pointers; `workspace` at least `plan.workspace_bytes`; `plan.residual` exactly when
 //! the activations are RAC with `residual_scale::own`; the epilogue reads the residual exactly
 //! then; the epilogue's own argument checks; a device of compute capability 9.0 or newer.
-template <mma_lane Lane, class Epi, block_scaled_format WF, class Act>
+template <mma_lane Lane, class Epi, block_scaled_format WF, class Act,
+          class Tuning = stream_tuning<>>
 cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const Act& a,
                         const typename Epi::arguments& epi, void* workspace, cudaStream_t stream) {
   using ::quads::kernels::detail::fail;
+  using AT = detail::activation_traits<Act>;
   const int M = plan.M, N = plan.N, K = plan.K;
   if (M <= 0 || N <= 0 || K <= 0 || plan.chunks <= 0)
     return fail("quads: decode_gemm: M, N and K must be positive (plan_decode of the shape)");
@@ -608,6 +1017,52 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
   p.mode = plan.mode;
   p.ws_r = p.own ? p.ws + plan.residual_offset() : nullptr;
 
+  constexpr int W = epilogue_fragment_width<Epi>;
+  if constexpr (stream_layout::rows_per_cta % W == 0) {
+    if (plan.splits <= stream_layout::max_splits) {
+      // One kernel: streaming mainloop, cluster split-K reduction, fused epilogue.
+      using SL = stream_layout;
+      constexpr int St = Tuning::stages, MinB = Tuning::min_blocks;
+      const bool aligned_k = K % decode_layout::chunk_k == 0;
+      const auto kernel = aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB>
+                                    : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB>;
+      const int nt = M > 8 ? 2 : 1;
+      const int smem = SL::smem_bytes(nt, AT::rac, St);
+      static const cudaError_t attr_status = [] {
+        const int most = SL::smem_bytes(2, AT::rac, St);
+        cudaError_t e = cudaFuncSetAttribute(detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+        if (e == cudaSuccess)
+          e = cudaFuncSetAttribute(detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+        return e;
+      }();
+      if (attr_status != cudaSuccess)
+        return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit",
+                    attr_status);
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(static_cast<unsigned>(plan.splits),
+                         static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta),
+                         static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta));
+      cfg.blockDim = dim3(SL::threads);
+      cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
+      cfg.stream = stream;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = static_cast<unsigned>(plan.splits);
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = plan.splits > 1 ? 1 : 0;
+      if (const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, Epi::to_params(epi));
+          e != cudaSuccess)
+        return fail(cudaGetErrorString(e), e);
+      return ::quads::kernels::detail::after_launch();
+    }
+  }
+
+  // Fallback (fragments wider than a CTA's rows, or more splits than a cluster holds): the
+  // decode_layout mainloop writes split partials to the workspace, a second kernel reduces.
   if (plan.mode == reduction::atomic)
     if (const cudaError_t e = cudaMemsetAsync(workspace, 0, plan.workspace_bytes, stream);
         e != cudaSuccess)
@@ -618,7 +1073,6 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
                   static_cast<unsigned>(plan.splits));
   detail::decode_mainloop<Lane, WF, Act><<<grid, DL::threads, 0, stream>>>(p);
 
-  constexpr int W = epilogue_fragment_width<Epi>;
   const long long frags = static_cast<long long>(M) * ((N + W - 1) / W);
   const unsigned blocks = static_cast<unsigned>((frags + 127) / 128);
   detail::decode_epilogue<Epi, W><<<blocks, 128, 0, stream>>>(

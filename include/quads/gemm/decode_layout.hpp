@@ -70,6 +70,56 @@ struct decode_layout {
   }
 };
 
+//! Compile-time tiling of the dense decode kernel (`decode_gemm`, the "streaming" mainloop):
+//! the fragment maps of `decode_layout` (word_k, act_slot, stage_slot), but 8 warps (128 weight
+//! rows) per CTA, each warp streaming its 16 rows through a private `stages`-deep cp.async ring
+//! in shared memory (no CTA barrier per chunk), activations staged per slab of `slab_chunks`
+//! chunks in two alternating buffers (one barrier per slab), and split-K across the CTAs of a
+//! thread-block cluster (at most `max_splits`), reduced through distributed shared memory in
+//! split order, followed by the epilogue in the same kernel.
+struct stream_layout {
+  static constexpr int warps = 8;
+  static constexpr int threads = 32 * warps;
+  static constexpr int rows_per_warp = 16;
+  static constexpr int rows_per_cta = rows_per_warp * warps;
+  static constexpr int tokens_per_cta = 16;
+  static constexpr int chunk_k = decode_layout::chunk_k;
+  static constexpr int slab_chunks = decode_layout::slab_chunks;
+  static constexpr int stages = 4;
+  static constexpr int max_splits = 8;  //!< portable cluster size
+  //! Bytes of one ring stage of one warp: 32 lanes x 2 rows x 16 code bytes, 16 rows x 8 scale
+  //! bytes.
+  static constexpr int stage_code_bytes = 32 * 2 * 16;
+  static constexpr int stage_bytes = stage_code_bytes + 16 * 8;
+  static constexpr int ring_bytes = warps * stages * stage_bytes;
+  //! Bytes of one activation slab buffer with `ntiles` n8 tiles.
+  QUADS_API static constexpr int slab_bytes(int ntiles) noexcept {
+    return slab_chunks * ntiles * decode_layout::words_per_lane * 32 * 16;
+  }
+  //! Dynamic shared memory of one CTA: two slab buffers (twice with RAC) and the rings.
+  QUADS_API static constexpr int smem_bytes(int ntiles, bool rac, int ring_stages = stages) noexcept {
+    return 2 * slab_bytes(ntiles) * (rac ? 2 : 1) + warps * ring_stages * stage_bytes;
+  }
+  //! Slot (16-byte units) in a slab buffer with `ntiles` tiles: chunk c, tile j, word w, lane.
+  QUADS_API static constexpr int act_slot(int ntiles, int c, int j, int w, int lane) noexcept {
+    return ((c * ntiles + j) * decode_layout::words_per_lane + w) * 32 + lane;
+  }
+  //! The slot a staging unit (token n of the tile, octet o of slab-local chunk c) fills.
+  QUADS_API static constexpr int stage_slot(int ntiles, int c, int n, int o) noexcept {
+    return act_slot(ntiles, c, n / 8, o % 4, (n % 8) * 4 + o / 4);
+  }
+};
+
+//! Compile-time tuning of the streaming kernel: ring stages per warp and the minimum resident
+//! CTAs per SM asked of the register allocator (`__launch_bounds__`). The default is what
+//! `decode_gemm` uses unless a tuning is named explicitly (the benchmark compares some).
+template <int Stages = stream_layout::stages, int MinBlocks = 2>
+struct stream_tuning {
+  static_assert(Stages >= 2, "quads: the ring needs at least two stages");
+  static constexpr int stages = Stages;
+  static constexpr int min_blocks = MinBlocks;
+};
+
 //! How to run one decode GEMM: split-K factor and workspace size (host side).
 struct decode_plan {
   int M = 0;
@@ -96,8 +146,9 @@ struct decode_plan {
   }
 };
 
-//! Options of `plan_decode`. `splits = 0` picks one: enough CTAs for about two per SM, each split
-//! keeping at least 4 chunks (512 values of K).
+//! Options of `plan_decode`. `splits = 0` picks one: at most two CTAs of `stream_layout` per
+//! SM in one wave, at most `stream_layout::max_splits`, each split keeping at least 4 chunks
+//! (512 values of K).
 struct decode_options {
   int splits = 0;
   reduction mode = reduction::deterministic;
@@ -116,13 +167,15 @@ constexpr decode_plan plan_decode(int M, int N, int K, bool residual, decode_opt
   if (M <= 0 || N <= 0 || K <= 0) return p;
   using L = decode_layout;
   p.chunks = (K + L::chunk_k - 1) / L::chunk_k;
-  const long tiles = static_cast<long>((N + L::rows_per_cta - 1) / L::rows_per_cta) *
-                     ((M + L::tokens_per_cta - 1) / L::tokens_per_cta);
+  using S = stream_layout;
+  const long tiles = static_cast<long>((N + S::rows_per_cta - 1) / S::rows_per_cta) *
+                     ((M + S::tokens_per_cta - 1) / S::tokens_per_cta);
   int splits = opt.splits;
   if (splits <= 0) {
     const long target = 2L * (sm_count > 0 ? sm_count : 1);
-    const long want = (target + tiles - 1) / tiles;
-    const int cap = p.chunks / 4 > 1 ? p.chunks / 4 : 1;
+    const long want = target / tiles;
+    int cap = p.chunks / 4 > 1 ? p.chunks / 4 : 1;
+    if (cap > S::max_splits) cap = S::max_splits;
     splits = want < 1 ? 1 : (want > cap ? cap : static_cast<int>(want));
   }
   if (splits > p.chunks) splits = p.chunks;
