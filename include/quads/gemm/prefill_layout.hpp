@@ -65,8 +65,8 @@ QUADS_API constexpr int prefill_position(int k) noexcept {
 struct prefill_plan {
   int M = 0, N = 0, K = 0;
   std::size_t workspace_bytes = 0;
-  //! wgmma groups each consumer warpgroup keeps in flight: 1 (the measured default) or 2
-  //! (never drains its own queue; written after the last H200 run, not yet measured).
+  //! wgmma groups each consumer warpgroup keeps in flight: 1 (the default) or 2 (never drains
+  //! its own queue; correct on the H200 but 5-10 % slower at M = 4096, docs/gemm.md Table 3).
   int mma_depth = 1;
 };
 
