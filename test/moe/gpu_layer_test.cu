@@ -99,6 +99,16 @@ gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d,
 
 double silu(double g) { return g / (1.0 + std::exp(-g)); }
 
+//! Prints one stage mismatch with its routing context (for the device-run logs).
+void report_mismatch(const char* stage, const qm::routing_result& r, int row, int col, double ref,
+                     double got, double bound) {
+  const int e = r.expert_of_row[row];
+  std::printf("  %s mismatch: row %d (expert %d, rows [%d, %d), pair %d) col %d: ref %.6g got "
+              "%.6g bound %.3g\n",
+              stage, row, e, r.offsets[e], r.offsets[e + 1], r.pair_of_row[row], col, ref, got,
+              bound);
+}
+
 //! Compares a GPU run with the host reference stage by stage (see the file comment).
 template <qm::layer_policy P>
 void check_layer(const moe_test::problem& p, const gpu_run& g) {
@@ -138,9 +148,10 @@ void check_layer(const moe_test::problem& p, const gpu_run& g) {
                            1e-5 * (std::fabs(ref) + std::fabs(uv) + std::fabs(gv)) + 1e-30;
       const double err = std::fabs(g.h_pre[static_cast<std::size_t>(r) * I + j] - ref);
       worst = std::max(worst, err / bound);
-      if (err > bound) ++bad;
+      if (err > bound && bad++ < 4) report_mismatch("h_pre", want.routing, r, j, ref,
+                                                    g.h_pre[static_cast<std::size_t>(r) * I + j], bound);
     }
-  INFO("h_pre: worst error / bound = " << worst);
+  if (bad > 0) std::printf("  h_pre: %d mismatches, worst error / bound = %.3g\n", bad, worst);
   CHECK(bad == 0);
   // 4. h bytes == the host node on the GPU's own h_pre
   qr::operand gh;
@@ -177,9 +188,10 @@ void check_layer(const moe_test::problem& p, const gpu_run& g) {
           1e-30;
       const double err = std::fabs(g.y[static_cast<std::size_t>(r) * H + c] - ref);
       worst = std::max(worst, err / bound);
-      if (err > bound) ++bad;
+      if (err > bound && bad++ < 4)
+        report_mismatch("Y", want.routing, r, c, ref, g.y[static_cast<std::size_t>(r) * H + c], bound);
     }
-  INFO("Y: worst error / bound = " << worst);
+  if (bad > 0) std::printf("  Y: %d mismatches, worst error / bound = %.3g\n", bad, worst);
   CHECK(bad == 0);
   // 6. combine bit-exact on the GPU's Y; bf16 output = RNE of the fp32 one
   const auto comb = qr::combine(g.y, want.routing, H);
