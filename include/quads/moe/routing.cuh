@@ -13,8 +13,9 @@
 //! Paths (chosen on the host from `tokens`, so a captured graph keeps its path):
 //! - fused decode path, `tokens <= fused_max_tokens` and `tokens * k <= 2048`: ONE kernel, one
 //!   CTA of 256 threads: a warp per token computes the top-k (warp-order softmax sum, k rounds of
-//!   a 64-bit key arg-max), then `cub::BlockRadixSort` (stable) over the pairs' expert ids gives
-//!   the grouped order; offsets by binary search over the sorted ids;
+//!   a 64-bit key arg-max), then `cub::BlockRadixSort` (stable; 1 key per thread up to 256 pairs,
+//!   8 above) over the pairs' expert ids gives the grouped order; offsets by binary search over
+//!   the sorted ids;
 //! - `tokens * k <= 2048`: a top-k kernel (a warp per token) + the same single-CTA sort kernel;
 //! - larger: the top-k kernel + `cub::DeviceRadixSort::SortPairs` (stable; keys = expert ids,
 //!   log2(E + 1) bits) + a finalize kernel (row maps) and an offsets kernel.
@@ -147,27 +148,29 @@ QUADS_API constexpr int key_bits(int experts) {
   return b;
 }
 
-//! Single-CTA stable grouping of `n <= 2048` pairs (all 256 threads call it).
+//! Single-CTA stable grouping of `n <= 256 * Items` pairs (all 256 threads call it). Decode
+//! sizes (n <= 256) use one item per thread, so the sort does not pay for 2048 empty slots.
+template <int Items>
 QUADS_DEVICE_API void cta_group(int n, int E, const int* topk_expert, const float* topk_weight,
                                 const routing_view& v) {
-  using sort_t = cub::BlockRadixSort<int, routing_cta_threads, routing_sort_items, int>;
+  using sort_t = cub::BlockRadixSort<int, routing_cta_threads, Items, int>;
   __shared__ union {
     typename sort_t::TempStorage sort;
-    int keys[routing_single_cta_pairs];
+    int keys[routing_cta_threads * Items];
   } smem;
   const int tid = static_cast<int>(threadIdx.x);
-  int keys[routing_sort_items], vals[routing_sort_items];
+  int keys[Items], vals[Items];
 #pragma unroll
-  for (int j = 0; j < routing_sort_items; ++j) {
-    const int idx = tid * routing_sort_items + j;
+  for (int j = 0; j < Items; ++j) {
+    const int idx = tid * Items + j;
     keys[j] = idx < n ? topk_expert[idx] : E;
     vals[j] = idx;
   }
   sort_t(smem.sort).Sort(keys, vals, 0, key_bits(E));
   __syncthreads();
 #pragma unroll
-  for (int j = 0; j < routing_sort_items; ++j) {
-    const int r = tid * routing_sort_items + j;
+  for (int j = 0; j < Items; ++j) {
+    const int r = tid * Items + j;
     smem.keys[r] = keys[j];
     if (r < n) {
       const int p = vals[j];
@@ -181,22 +184,21 @@ QUADS_DEVICE_API void cta_group(int n, int E, const int* topk_expert, const floa
   for (int e = tid; e <= E; e += routing_cta_threads) v.offsets[e] = lower_bound(smem.keys, n, e);
 }
 
-template <int = 0>  // a template, so the header can be in several TUs
+template <int Items>
 __global__ void __launch_bounds__(routing_cta_threads)
     fused_route_kernel(const float* __restrict__ logits, int tokens, const routing_config cfg,
                        const routing_view v) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   for (int t = warp; t < tokens; t += routing_cta_threads / 32)
     warp_topk(logits, t, cfg, v.topk_expert, v.topk_weight);
-  __syncthreads();
-  __threadfence_block();
-  cta_group(tokens * cfg.top_k, cfg.experts, v.topk_expert, v.topk_weight, v);
+  __syncthreads();  // the pairs (global memory, written by lane 0 of each warp) are visible
+  cta_group<Items>(tokens * cfg.top_k, cfg.experts, v.topk_expert, v.topk_weight, v);
 }
 
-template <int = 0>  // a template, so the header can be in several TUs
+template <int Items>
 __global__ void __launch_bounds__(routing_cta_threads)
     cta_group_kernel(int n, int E, const routing_view v) {
-  cta_group(n, E, v.topk_expert, v.topk_weight, v);
+  cta_group<Items>(n, E, v.topk_expert, v.topk_weight, v);
 }
 
 template <int = 0>  // a template, so the header can be in several TUs
@@ -270,15 +272,23 @@ inline cudaError_t route(const routing_plan& plan, const float* logits, const ro
     return kd::fail("quads: moe::route: workspace (plan.workspace_bytes, 256-byte aligned) "
                     "needed");
   const int n = plan.pairs, E = plan.cfg.experts;
+  const bool small = n <= routing_cta_threads;
   if (plan.fused) {
-    detail::fused_route_kernel<><<<1, routing_cta_threads, 0, stream>>>(logits, plan.tokens,
-                                                                      plan.cfg, v);
+    if (small)
+      detail::fused_route_kernel<1><<<1, routing_cta_threads, 0, stream>>>(logits, plan.tokens,
+                                                                         plan.cfg, v);
+    else
+      detail::fused_route_kernel<routing_sort_items>
+          <<<1, routing_cta_threads, 0, stream>>>(logits, plan.tokens, plan.cfg, v);
     return kd::after_launch();
   }
   detail::topk_kernel<><<<(plan.tokens + 3) / 4, 128, 0, stream>>>(logits, plan.tokens, plan.cfg,
                                                                  v.topk_expert, v.topk_weight);
   if (plan.single_cta) {
-    detail::cta_group_kernel<><<<1, routing_cta_threads, 0, stream>>>(n, E, v);
+    if (small)
+      detail::cta_group_kernel<1><<<1, routing_cta_threads, 0, stream>>>(n, E, v);
+    else
+      detail::cta_group_kernel<routing_sort_items><<<1, routing_cta_threads, 0, stream>>>(n, E, v);
     return kd::after_launch();
   }
   auto* base = static_cast<std::uint8_t*>(workspace);
