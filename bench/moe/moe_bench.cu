@@ -87,13 +87,14 @@ struct model_data {
     std::vector<int> ds(E * static_cast<std::size_t>(nkb_i), -1);
     for (std::size_t e = 0; e < E; ++e) {
       int j = 0;
-      for (int b = static_cast<int>(e % 2); b < nkb_i; b += 2) ds[e * nkb_i + b] = j++;
+      for (int b = static_cast<int>(e % 2); b < nkb_i; b += 2)
+        ds[e * nkb_i + b] = j++;
     }
-    for (auto [buf, v] : {std::pair{&gslot, &slot}, std::pair{&gblocks, &blocks},
-                          std::pair{&dslots, &ds}}) {
+    for (auto [buf, v] :
+         {std::pair{&gslot, &slot}, std::pair{&gblocks, &blocks}, std::pair{&dslots, &ds}}) {
       if (auto e = buf->alloc(v->size() * sizeof(int)); e != cudaSuccess) return e;
-      if (auto e = cudaMemcpy(buf->get(), v->data(), v->size() * sizeof(int),
-                              cudaMemcpyHostToDevice);
+      if (auto e =
+              cudaMemcpy(buf->get(), v->data(), v->size() * sizeof(int), cudaMemcpyHostToDevice);
           e != cudaSuccess)
         return e;
     }
@@ -127,7 +128,7 @@ model_data& data_of(const model& m) {
   static std::unique_ptr<model_data> cur;
   static std::string cur_name;
   if (!cur || cur_name != m.name) {
-    cur.reset();  // free the previous model's weights first
+    cur.reset(); // free the previous model's weights first
     cur = std::make_unique<model_data>();
     cur_name = m.name;
     if (const cudaError_t e = cur->init(m.shape); e != cudaSuccess)
@@ -164,8 +165,8 @@ void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_t
   model_data& d = data_of(m);
   const auto& s = m.shape;
   const qm::routing_config rc{s.experts, s.top_k, qm::scoring::softmax, true, 1.0f};
-  const auto plan = qm::plan_layer<P>(T, s, rc, s.hidden / 2, s.intermediate / 2,
-                                      qb::limits().sms, tune);
+  const auto plan =
+      qm::plan_layer<P>(T, s, rc, s.hidden / 2, s.intermediate / 2, qb::limits().sms, tune);
   if (!plan.valid) {
     state.SkipWithError("invalid plan");
     return;
@@ -173,14 +174,16 @@ void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_t
   const std::vector<float> logits = make_logits(T, s.experts, 7 + T);
   const auto routing = qm::route(logits, T, rc);
   int active = 0;
-  for (int e = 0; e < s.experts; ++e) active += routing.offsets[e + 1] > routing.offsets[e];
+  for (int e = 0; e < s.experts; ++e)
+    active += routing.offsets[e + 1] > routing.offsets[e];
   qb::device_buffer ws(plan.workspace_bytes), lg(logits.size() * 4),
-      x(static_cast<std::size_t>(T) * s.hidden * 2), out(static_cast<std::size_t>(T) * s.hidden * 2);
+      x(static_cast<std::size_t>(T) * s.hidden * 2),
+      out(static_cast<std::size_t>(T) * s.hidden * 2);
   for (auto* b : {&ws, &lg, &x, &out})
     QUADS_BENCH_TRY(state, b->error());
   cudaStream_t st = qb::stream();
-  QUADS_BENCH_TRY(state, cudaMemcpy(lg.get(), logits.data(), logits.size() * 4,
-                                    cudaMemcpyHostToDevice));
+  QUADS_BENCH_TRY(state,
+                  cudaMemcpy(lg.get(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice));
   QUADS_BENCH_TRY(state, qb::fill_random(x.get<__nv_bfloat16>(),
                                          static_cast<std::size_t>(T) * s.hidden, 11, st));
   qm::layer_io io{x.get<__nv_bfloat16>(), lg.get<float>(), out.get<__nv_bfloat16>(), nullptr,
@@ -192,9 +195,10 @@ void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_t
   QUADS_BENCH_TRY(state, cudaStreamSynchronize(st));
   state.counters["splits_gu"] = plan.gu.splits;
   state.counters["splits_dn"] = plan.dn.splits;
-  if (breakdown) {  // stage times of direct (stream) runs after an L2 flush
+  if (breakdown) { // stage times of direct (stream) runs after an L2 flush
     cudaEvent_t ev[6];
-    for (auto& e : ev) cudaEventCreate(&e);
+    for (auto& e : ev)
+      cudaEventCreate(&e);
     qm::layer_io pio = io;
     pio.stage_events = ev + 1;
     std::vector<std::vector<double>> t(6);
@@ -212,9 +216,10 @@ void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_t
       t[0].push_back(1e3 * ms);
       state.SetIterationTime(ms * 1e-3);
     }
-    for (auto& e : ev) cudaEventDestroy(e);
-    const char* names[6] = {"us_stream", "us_route", "us_input", "us_gate_up", "us_down",
-                            "us_combine"};
+    for (auto& e : ev)
+      cudaEventDestroy(e);
+    const char* names[6] = {"us_stream",  "us_route", "us_input",
+                            "us_gate_up", "us_down",  "us_combine"};
     for (int i = 0; i < 6; ++i) {
       std::sort(t[i].begin(), t[i].end());
       state.counters[names[i]] = t[i][t[i].size() / 2];
@@ -232,7 +237,7 @@ void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_t
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  QUADS_BENCH_TRY(state, cudaGraphLaunch(exec, st));  // warm-up
+  QUADS_BENCH_TRY(state, cudaGraphLaunch(exec, st)); // warm-up
   QUADS_BENCH_TRY(state, cudaStreamSynchronize(st));
   std::vector<double> us;
   for (auto _ : state) {
@@ -251,7 +256,8 @@ void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_t
   const int hot_reps = T <= 64 ? 5 : 1, hot_n = T <= 64 ? 10 : 2;
   for (int r = 0; r < hot_reps; ++r) {
     cudaEventRecord(a, st);
-    for (int i = 0; i < hot_n; ++i) cudaGraphLaunch(exec, st);
+    for (int i = 0; i < hot_n; ++i)
+      cudaGraphLaunch(exec, st);
     cudaEventRecord(b, st);
     cudaEventSynchronize(b);
     float ms = 0;
@@ -266,8 +272,8 @@ void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_t
   std::sort(us.begin(), us.end());
   std::sort(hot.begin(), hot.end());
   const double med = us[us.size() / 2];
-  const double expert_bytes = (2.0 * s.intermediate * s.hidden + 1.0 * s.hidden * s.intermediate) *
-                              (0.5 + 1.0 / 16.0);
+  const double expert_bytes =
+      (2.0 * s.intermediate * s.hidden + 1.0 * s.hidden * s.intermediate) * (0.5 + 1.0 / 16.0);
   const double floor_us = active * expert_bytes / (qb::limits().copy_gbps * 1e3);
   state.counters["us"] = med;
   state.counters["us_min"] = us.front();
@@ -282,7 +288,7 @@ void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_t
 void register_moe() {
   static const model models[] = {{"qwen3_30b_a3b", {128, 8, 2048, 768}},
                                  {"deepseek_v3", {256, 8, 7168, 2048}}};
-  const char* only = std::getenv("QUADS_MOE_BENCH_MODEL");  // optional filter
+  const char* only = std::getenv("QUADS_MOE_BENCH_MODEL"); // optional filter
   for (const model& m : models) {
     if (only != nullptr && std::string(only) != m.name) continue;
     for (int T : {1, 4, 16, 64, 256, 1024, 4096}) {
@@ -329,9 +335,10 @@ void register_moe() {
     for (int T : {1, 16, 64})
       for (int sp : {1, 2, 4, 8, 16}) {
         auto reg = [&](const char* pol, auto fn) {
-          const std::string name = std::string("moe_splits/") + m.name + "/" + pol + "/T:" +
-                                   std::to_string(T) + "/splits:" + std::to_string(sp);
-          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { fn(st, m, T, sp); })
+          const std::string name = std::string("moe_splits/") + m.name + "/" + pol +
+                                   "/T:" + std::to_string(T) + "/splits:" + std::to_string(sp);
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [=](benchmark::State& st) { fn(st, m, T, sp); })
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond)
               ->Iterations(10);

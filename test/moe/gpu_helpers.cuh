@@ -20,19 +20,21 @@
 
 namespace moe_test {
 
-#define MOE_CUDA_OK(expr)                                                                      \
-  do {                                                                                         \
-    const cudaError_t e_ = (expr);                                                             \
-    INFO(#expr << ": " << cudaGetErrorString(e_) << " / "                                      \
-               << quads::kernels::last_error_message());                                       \
-    REQUIRE(e_ == cudaSuccess);                                                                \
+#define MOE_CUDA_OK(expr)                                                                          \
+  do {                                                                                             \
+    const cudaError_t e_ = (expr);                                                                 \
+    INFO(#expr << ": " << cudaGetErrorString(e_) << " / "                                          \
+               << quads::kernels::last_error_message());                                           \
+    REQUIRE(e_ == cudaSuccess);                                                                    \
   } while (0)
 
 //! Owns device memory (move-only).
 class dbuf {
 public:
   dbuf() = default;
-  explicit dbuf(std::size_t bytes) { REQUIRE(cudaMalloc(&p_, bytes > 0 ? bytes : 1) == cudaSuccess); }
+  explicit dbuf(std::size_t bytes) {
+    REQUIRE(cudaMalloc(&p_, bytes > 0 ? bytes : 1) == cudaSuccess);
+  }
   dbuf(const dbuf&) = delete;
   dbuf& operator=(const dbuf&) = delete;
   dbuf(dbuf&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
@@ -64,14 +66,14 @@ dbuf upload(const std::vector<T>& v) {
 template <class T>
 std::vector<T> download(const void* p, std::size_t n) {
   std::vector<T> v(n);
-  if (n > 0)
-    REQUIRE(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+  if (n > 0) REQUIRE(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
   return v;
 }
 
 inline std::vector<std::uint16_t> to_bf16_bits(const std::vector<float>& v) {
   std::vector<std::uint16_t> out(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) out[i] = quads::detail::float_to_bf16_bits(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    out[i] = quads::detail::float_to_bf16_bits(v[i]);
   return out;
 }
 

@@ -42,8 +42,8 @@ gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d,
                   int repeats = 1) {
   const auto& s = p.shape;
   const int T = p.tokens, n = T * s.top_k, H = s.hidden, I = s.intermediate;
-  const auto plan = qm::plan_layer<P>(T, s, p.rc, p.num.gate_up_sel.selected,
-                                      p.num.down_selected());
+  const auto plan =
+      qm::plan_layer<P>(T, s, p.rc, p.num.gate_up_sel.selected, p.num.down_selected());
   REQUIRE(plan.valid);
   dbuf ws(plan.workspace_bytes), out(static_cast<std::size_t>(T) * H * 2),
       outf(static_cast<std::size_t>(T) * H * 4), hpre(static_cast<std::size_t>(n) * I * 4);
@@ -58,12 +58,14 @@ gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d,
     MOE_CUDA_OK(qm::forward(plan, d.w, d.num, io, ws.get(), st));
     MOE_CUDA_OK(cudaStreamEndCapture(st, &g));
     MOE_CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-    for (int i = 0; i < repeats; ++i) MOE_CUDA_OK(cudaGraphLaunch(ge, st));
+    for (int i = 0; i < repeats; ++i)
+      MOE_CUDA_OK(cudaGraphLaunch(ge, st));
     MOE_CUDA_OK(cudaStreamSynchronize(st));
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
   } else {
-    for (int i = 0; i < repeats; ++i) MOE_CUDA_OK(qm::forward(plan, d.w, d.num, io, ws.get(), st));
+    for (int i = 0; i < repeats; ++i)
+      MOE_CUDA_OK(qm::forward(plan, d.w, d.num, io, ws.get(), st));
     MOE_CUDA_OK(cudaStreamSynchronize(st));
   }
   cudaStreamDestroy(st);
@@ -75,12 +77,16 @@ gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d,
   r.y = moe_test::download<float>(base + plan.off_y, static_cast<std::size_t>(n) * H);
   const int Hp = H + plan.gu_selected, Ip = I + plan.dn_selected;
   if constexpr (qm::fp4_activations(P)) {
-    r.a1 = moe_test::download<std::uint8_t>(base + plan.off_a1, static_cast<std::size_t>(n) * Hp / 2);
-    r.a1s = moe_test::download<std::uint8_t>(base + plan.off_a1s, static_cast<std::size_t>(n) * Hp / 16);
+    r.a1 =
+        moe_test::download<std::uint8_t>(base + plan.off_a1, static_cast<std::size_t>(n) * Hp / 2);
+    r.a1s = moe_test::download<std::uint8_t>(base + plan.off_a1s,
+                                             static_cast<std::size_t>(n) * Hp / 16);
     r.h = moe_test::download<std::uint8_t>(base + plan.off_h, static_cast<std::size_t>(n) * Ip / 2);
-    r.hs = moe_test::download<std::uint8_t>(base + plan.off_hs, static_cast<std::size_t>(n) * Ip / 16);
+    r.hs =
+        moe_test::download<std::uint8_t>(base + plan.off_hs, static_cast<std::size_t>(n) * Ip / 16);
   } else {
-    r.a1 = moe_test::download<std::uint8_t>(base + plan.off_a1, static_cast<std::size_t>(n) * H * 2);
+    r.a1 =
+        moe_test::download<std::uint8_t>(base + plan.off_a1, static_cast<std::size_t>(n) * H * 2);
     r.h = moe_test::download<std::uint8_t>(base + plan.off_h, static_cast<std::size_t>(n) * I * 2);
   }
   const auto rv = qm::routing_in(plan, ws.get());
@@ -129,7 +135,8 @@ void check_layer(const moe_test::problem& p, const gpu_run& g) {
     CHECK(std::memcmp(g.a1.data(), bits.data(), bits.size() * 2) == 0);
   }
   // 3. h_pre within the fp32-summation bound
-  const auto plan = qm::plan_layer<P>(T, s, p.rc, p.num.gate_up_sel.selected, p.num.down_selected());
+  const auto plan =
+      qm::plan_layer<P>(T, s, p.rc, p.num.gate_up_sel.selected, p.num.down_selected());
   const int splits_gu = P == qm::layer_policy::bf16 ? 1 : plan.gu.splits;
   const int splits_dn = P == qm::layer_policy::bf16 ? 1 : plan.dn.splits;
   const auto gu_alpha = qr::gate_up_alpha(P, &p.num.x_scale, p.w.gate_up.tensor_scales.data(),
@@ -148,8 +155,9 @@ void check_layer(const moe_test::problem& p, const gpu_run& g) {
                            1e-5 * (std::fabs(ref) + std::fabs(uv) + std::fabs(gv)) + 1e-30;
       const double err = std::fabs(g.h_pre[static_cast<std::size_t>(r) * I + j] - ref);
       worst = std::max(worst, err / bound);
-      if (err > bound && bad++ < 4) report_mismatch("h_pre", want.routing, r, j, ref,
-                                                    g.h_pre[static_cast<std::size_t>(r) * I + j], bound);
+      if (err > bound && bad++ < 4)
+        report_mismatch("h_pre", want.routing, r, j, ref,
+                        g.h_pre[static_cast<std::size_t>(r) * I + j], bound);
     }
   if (bad > 0) std::printf("  h_pre: %d mismatches, worst error / bound = %.3g\n", bad, worst);
   CHECK(bad == 0);
@@ -167,15 +175,16 @@ void check_layer(const moe_test::problem& p, const gpu_run& g) {
     gh.rows = n;
     gh.cols = I;
     gh.dense.resize(static_cast<std::size_t>(n) * I);
-    for (std::size_t i = 0; i < gh.dense.size(); ++i) gh.dense[i] = qr::round_bf16(g.h_pre[i]);
+    for (std::size_t i = 0; i < gh.dense.size(); ++i)
+      gh.dense[i] = qr::round_bf16(g.h_pre[i]);
     const auto bits = moe_test::to_bf16_bits(gh.dense);
     CHECK(std::memcmp(g.h.data(), bits.data(), bits.size() * 2) == 0);
   }
   // 5. Y within the bound of the host down GEMM on the GPU's h
   const auto dn = qr::down(P, gh, want.routing, p.w, p.num);
-  const auto dn_alpha = qr::down_alpha(P, p.num.h_scales.data(), p.num.h_mode(),
-                                       p.w.down.tensor_scales.data(),
-                                       want.routing.expert_of_row.data());
+  const auto dn_alpha =
+      qr::down_alpha(P, p.num.h_scales.data(), p.num.h_mode(), p.w.down.tensor_scales.data(),
+                     want.routing.expert_of_row.data());
   bad = 0;
   worst = 0;
   for (int r = 0; r < n; ++r)
@@ -183,13 +192,13 @@ void check_layer(const moe_test::problem& p, const gpu_run& g) {
       const double aw = std::fabs(quads::gemm::reference::alpha_at(dn_alpha, r, c) *
                                   want.routing.weight_of_row[r]);
       const double ref = dn.y[static_cast<std::size_t>(r) * H + c];
-      const double bound =
-          aw * quads::gemm::reference::tolerance(dn.acc, r, c, splits_dn) + 1e-6 * std::fabs(ref) +
-          1e-30;
+      const double bound = aw * quads::gemm::reference::tolerance(dn.acc, r, c, splits_dn) +
+                           1e-6 * std::fabs(ref) + 1e-30;
       const double err = std::fabs(g.y[static_cast<std::size_t>(r) * H + c] - ref);
       worst = std::max(worst, err / bound);
       if (err > bound && bad++ < 4)
-        report_mismatch("Y", want.routing, r, c, ref, g.y[static_cast<std::size_t>(r) * H + c], bound);
+        report_mismatch("Y", want.routing, r, c, ref, g.y[static_cast<std::size_t>(r) * H + c],
+                        bound);
     }
   if (bad > 0) std::printf("  Y: %d mismatches, worst error / bound = %.3g\n", bad, worst);
   CHECK(bad == 0);
@@ -232,54 +241,55 @@ void sweep(std::uint64_t seed) {
 
 TEST_SUITE("moe.layer.gpu") {
 
-TEST_CASE("naive W4A4 layer matches the host reference stage by stage") {
-  sweep<qm::layer_policy::naive_w4a4>(quads_test::derived_seed("moe.gpu.naive"));
-}
-TEST_CASE("QUADS (W4A4 + RAC 50%) layer matches the host reference stage by stage") {
-  sweep<qm::layer_policy::quads_rac>(quads_test::derived_seed("moe.gpu.quads"));
-}
-TEST_CASE("W4A16 layer matches the host reference stage by stage") {
-  sweep<qm::layer_policy::w4a16>(quads_test::derived_seed("moe.gpu.w4a16"));
-}
-TEST_CASE("bf16 layer (plain reference kernel) matches the host reference stage by stage") {
-  sweep<qm::layer_policy::bf16>(quads_test::derived_seed("moe.gpu.bf16"));
-}
-
-TEST_CASE("Qwen3-30B-A3B-shaped layer (E=128, k=8, H=2048, I=768) matches for every policy") {
-  if (quick()) return;
-  const qm::layer_shape s{128, 8, 2048, 768};
-  const int T = 4;
-  const auto p = moe_test::make_problem(s, T, quads_test::derived_seed("moe.gpu.qwen"), true, 0.5);
-  const moe_test::device_problem d(p);
-  check_layer<qm::layer_policy::quads_rac>(p, run_layer<qm::layer_policy::quads_rac>(p, d));
-  check_layer<qm::layer_policy::naive_w4a4>(p, run_layer<qm::layer_policy::naive_w4a4>(p, d));
-  check_layer<qm::layer_policy::w4a16>(p, run_layer<qm::layer_policy::w4a16>(p, d));
-}
-
-TEST_CASE("the layer captured in a CUDA graph and replayed equals a direct run bit for bit") {
-  for (int T : {4, 300}) {
-    const qm::layer_shape s{16, 8, 256, 128};
-    const auto p = moe_test::make_problem(s, T, quads_test::derived_seed("moe.gpu.graph") + T);
-    const moe_test::device_problem d(p);
-    const auto direct = run_layer<qm::layer_policy::quads_rac>(p, d, false, 1);
-    const auto replay = run_layer<qm::layer_policy::quads_rac>(p, d, true, 3);
-    CAPTURE(T);
-    CHECK(std::memcmp(direct.out_f32.data(), replay.out_f32.data(),
-                      direct.out_f32.size() * sizeof(float)) == 0);
-    CHECK(direct.h == replay.h);
-    const auto again = run_layer<qm::layer_policy::quads_rac>(p, d, false, 2);
-    CHECK(std::memcmp(direct.out_f32.data(), again.out_f32.data(),
-                      direct.out_f32.size() * sizeof(float)) == 0);
+  TEST_CASE("naive W4A4 layer matches the host reference stage by stage") {
+    sweep<qm::layer_policy::naive_w4a4>(quads_test::derived_seed("moe.gpu.naive"));
   }
-}
+  TEST_CASE("QUADS (W4A4 + RAC 50%) layer matches the host reference stage by stage") {
+    sweep<qm::layer_policy::quads_rac>(quads_test::derived_seed("moe.gpu.quads"));
+  }
+  TEST_CASE("W4A16 layer matches the host reference stage by stage") {
+    sweep<qm::layer_policy::w4a16>(quads_test::derived_seed("moe.gpu.w4a16"));
+  }
+  TEST_CASE("bf16 layer (plain reference kernel) matches the host reference stage by stage") {
+    sweep<qm::layer_policy::bf16>(quads_test::derived_seed("moe.gpu.bf16"));
+  }
 
-TEST_CASE("forward refuses missing operands without launching") {
-  const qm::layer_shape s{8, 2, 256, 128};
-  const auto plan = qm::plan_layer<qm::layer_policy::naive_w4a4>(4, s, {8, 2});
-  REQUIRE(plan.valid);
-  dbuf ws(plan.workspace_bytes);
-  CHECK(qm::forward(plan, {}, {}, {}, ws.get(), nullptr) == cudaErrorInvalidValue);
-  CHECK(!qm::plan_layer<qm::layer_policy::naive_w4a4>(4, s, {8, 3}).valid);
-}
+  TEST_CASE("Qwen3-30B-A3B-shaped layer (E=128, k=8, H=2048, I=768) matches for every policy") {
+    if (quick()) return;
+    const qm::layer_shape s{128, 8, 2048, 768};
+    const int T = 4;
+    const auto p =
+        moe_test::make_problem(s, T, quads_test::derived_seed("moe.gpu.qwen"), true, 0.5);
+    const moe_test::device_problem d(p);
+    check_layer<qm::layer_policy::quads_rac>(p, run_layer<qm::layer_policy::quads_rac>(p, d));
+    check_layer<qm::layer_policy::naive_w4a4>(p, run_layer<qm::layer_policy::naive_w4a4>(p, d));
+    check_layer<qm::layer_policy::w4a16>(p, run_layer<qm::layer_policy::w4a16>(p, d));
+  }
+
+  TEST_CASE("the layer captured in a CUDA graph and replayed equals a direct run bit for bit") {
+    for (int T : {4, 300}) {
+      const qm::layer_shape s{16, 8, 256, 128};
+      const auto p = moe_test::make_problem(s, T, quads_test::derived_seed("moe.gpu.graph") + T);
+      const moe_test::device_problem d(p);
+      const auto direct = run_layer<qm::layer_policy::quads_rac>(p, d, false, 1);
+      const auto replay = run_layer<qm::layer_policy::quads_rac>(p, d, true, 3);
+      CAPTURE(T);
+      CHECK(std::memcmp(direct.out_f32.data(), replay.out_f32.data(),
+                        direct.out_f32.size() * sizeof(float)) == 0);
+      CHECK(direct.h == replay.h);
+      const auto again = run_layer<qm::layer_policy::quads_rac>(p, d, false, 2);
+      CHECK(std::memcmp(direct.out_f32.data(), again.out_f32.data(),
+                        direct.out_f32.size() * sizeof(float)) == 0);
+    }
+  }
+
+  TEST_CASE("forward refuses missing operands without launching") {
+    const qm::layer_shape s{8, 2, 256, 128};
+    const auto plan = qm::plan_layer<qm::layer_policy::naive_w4a4>(4, s, {8, 2});
+    REQUIRE(plan.valid);
+    dbuf ws(plan.workspace_bytes);
+    CHECK(qm::forward(plan, {}, {}, {}, ws.get(), nullptr) == cudaErrorInvalidValue);
+    CHECK(!qm::plan_layer<qm::layer_policy::naive_w4a4>(4, s, {8, 3}).valid);
+  }
 
 } // TEST_SUITE

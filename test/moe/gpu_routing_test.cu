@@ -34,7 +34,7 @@ void check_device_routing(const std::vector<float>& logits, int T, const qm::rou
   dbuf dl = moe_test::upload(logits);
   dbuf te(4 * n + 4), tw(4 * n + 4), off(4 * (cfg.experts + 1)), rop(4 * n + 4), por(4 * n + 4),
       eor(4 * n + 4), wor(4 * n + 4), ws(plan.workspace_bytes + 256);
-  qm::routing_view v{te.get<int>(),  tw.get<float>(), off.get<int>(), rop.get<int>(),
+  qm::routing_view v{te.get<int>(),  tw.get<float>(), off.get<int>(),  rop.get<int>(),
                      por.get<int>(), eor.get<int>(),  wor.get<float>()};
   cudaStream_t s;
   MOE_CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -73,70 +73,73 @@ void check_device_routing(const std::vector<float>& logits, int T, const qm::rou
 
 TEST_SUITE("moe.routing.gpu") {
 
-TEST_CASE("GPU routing equals the host bit for bit on random logits (every path)") {
-  auto g = quads_test::rng("moe.gpu.routing");
-  std::normal_distribution<float> nd(0.0f, 2.0f);
-  const int shapes[][2] = {{8, 2}, {16, 1}, {128, 8}, {256, 8}, {60, 4}, {1000, 32}};
-  for (const auto& sh : shapes)
-    for (int T : {1, 3, 16, 64, 65, 256, 257, 300, 1024, 4096}) {
-      if (sh[0] == 1000 && T > 300) continue;
-      for (auto score : {qm::scoring::softmax, qm::scoring::sigmoid}) {
-        std::vector<float> l(static_cast<std::size_t>(T) * sh[0]);
-        for (auto& v : l) v = nd(g);
-        const bool renorm = (g() & 1) != 0;
-        check_device_routing(l, T, {sh[0], sh[1], score, renorm, renorm ? 1.0f : 2.5f});
+  TEST_CASE("GPU routing equals the host bit for bit on random logits (every path)") {
+    auto g = quads_test::rng("moe.gpu.routing");
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    const int shapes[][2] = {{8, 2}, {16, 1}, {128, 8}, {256, 8}, {60, 4}, {1000, 32}};
+    for (const auto& sh : shapes)
+      for (int T : {1, 3, 16, 64, 65, 256, 257, 300, 1024, 4096}) {
+        if (sh[0] == 1000 && T > 300) continue;
+        for (auto score : {qm::scoring::softmax, qm::scoring::sigmoid}) {
+          std::vector<float> l(static_cast<std::size_t>(T) * sh[0]);
+          for (auto& v : l)
+            v = nd(g);
+          const bool renorm = (g() & 1) != 0;
+          check_device_routing(l, T, {sh[0], sh[1], score, renorm, renorm ? 1.0f : 2.5f});
+        }
       }
+  }
+
+  TEST_CASE("GPU routing: ties, all-equal, -0, NaN and -inf logits, empty experts") {
+    const float nan_v = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    auto g = quads_test::rng("moe.gpu.routing.adv");
+    for (int T : {1, 16, 300}) {
+      const int E = 64;
+      std::vector<float> l(static_cast<std::size_t>(T) * E);
+      for (int t = 0; t < T; ++t)
+        for (int e = 0; e < E; ++e) {
+          float v = static_cast<float>(static_cast<int>(g() % 5)) * 0.5f; // many exact ties
+          const int kind = static_cast<int>(g() % 23);
+          if (kind == 0) v = nan_v;
+          if (kind == 1) v = -inf;
+          if (kind == 2) v = -0.0f;
+          if (kind == 3 && t % 5 == 0) v = inf;
+          if (t % 7 == 3) v = 1.0f;                  // a row of equal logits
+          if (t % 11 == 5) v = e % 2 ? -inf : nan_v; // only -inf and NaN: uniform softmax
+          l[static_cast<std::size_t>(t) * E + e] = v;
+        }
+      for (auto score : {qm::scoring::softmax, qm::scoring::sigmoid})
+        check_device_routing(l, T, {E, 6, score, true, 1.0f});
     }
-}
-
-TEST_CASE("GPU routing: ties, all-equal, -0, NaN and -inf logits, empty experts") {
-  const float nan_v = std::numeric_limits<float>::quiet_NaN();
-  const float inf = std::numeric_limits<float>::infinity();
-  auto g = quads_test::rng("moe.gpu.routing.adv");
-  for (int T : {1, 16, 300}) {
-    const int E = 64;
-    std::vector<float> l(static_cast<std::size_t>(T) * E);
-    for (int t = 0; t < T; ++t)
-      for (int e = 0; e < E; ++e) {
-        float v = static_cast<float>(static_cast<int>(g() % 5)) * 0.5f;  // many exact ties
-        const int kind = static_cast<int>(g() % 23);
-        if (kind == 0) v = nan_v;
-        if (kind == 1) v = -inf;
-        if (kind == 2) v = -0.0f;
-        if (kind == 3 && t % 5 == 0) v = inf;
-        if (t % 7 == 3) v = 1.0f;             // a row of equal logits
-        if (t % 11 == 5) v = e % 2 ? -inf : nan_v;  // only -inf and NaN: uniform softmax
-        l[static_cast<std::size_t>(t) * E + e] = v;
-      }
-    for (auto score : {qm::scoring::softmax, qm::scoring::sigmoid})
-      check_device_routing(l, T, {E, 6, score, true, 1.0f});
+    // boundary of the single-CTA path: T * k = 2048 and 2049 pairs
+    std::normal_distribution<float> nd;
+    for (int T : {256, 2049}) {
+      const int k = T == 256 ? 8 : 1;
+      std::vector<float> l(static_cast<std::size_t>(T) * 32);
+      for (auto& v : l)
+        v = nd(g);
+      check_device_routing(l, T, {32, k, qm::scoring::softmax, true, 1.0f});
+    }
   }
-  // boundary of the single-CTA path: T * k = 2048 and 2049 pairs
-  std::normal_distribution<float> nd;
-  for (int T : {256, 2049}) {
-    const int k = T == 256 ? 8 : 1;
-    std::vector<float> l(static_cast<std::size_t>(T) * 32);
-    for (auto& v : l) v = nd(g);
-    check_device_routing(l, T, {32, k, qm::scoring::softmax, true, 1.0f});
-  }
-}
 
-TEST_CASE("GPU routing is graph-capturable on every path (capture, replay twice)") {
-  auto g = quads_test::rng("moe.gpu.routing.graph");
-  std::normal_distribution<float> nd;
-  for (int T : {4, 200, 4096}) {
-    std::vector<float> l(static_cast<std::size_t>(T) * 128);
-    for (auto& v : l) v = nd(g);
-    check_device_routing(l, T, {128, 8, qm::scoring::softmax, true, 1.0f}, true);
+  TEST_CASE("GPU routing is graph-capturable on every path (capture, replay twice)") {
+    auto g = quads_test::rng("moe.gpu.routing.graph");
+    std::normal_distribution<float> nd;
+    for (int T : {4, 200, 4096}) {
+      std::vector<float> l(static_cast<std::size_t>(T) * 128);
+      for (auto& v : l)
+        v = nd(g);
+      check_device_routing(l, T, {128, 8, qm::scoring::softmax, true, 1.0f}, true);
+    }
   }
-}
 
-TEST_CASE("GPU routing refuses bad arguments without launching") {
-  const auto plan = qm::plan_routing(4, {8, 2});
-  qm::routing_view v{};
-  CHECK(qm::route(plan, nullptr, v, nullptr, nullptr) == cudaErrorInvalidValue);
-  CHECK(qm::route(qm::plan_routing(4, {8, 9}), nullptr, v, nullptr, nullptr) ==
-        cudaErrorInvalidValue);
-}
+  TEST_CASE("GPU routing refuses bad arguments without launching") {
+    const auto plan = qm::plan_routing(4, {8, 2});
+    qm::routing_view v{};
+    CHECK(qm::route(plan, nullptr, v, nullptr, nullptr) == cudaErrorInvalidValue);
+    CHECK(qm::route(qm::plan_routing(4, {8, 9}), nullptr, v, nullptr, nullptr) ==
+          cudaErrorInvalidValue);
+  }
 
 } // TEST_SUITE

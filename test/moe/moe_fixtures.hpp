@@ -28,8 +28,8 @@ struct problem {
   qm::layer_shape shape{};
   qm::routing_config rc{};
   int tokens = 0;
-  std::vector<float> x;       //!< [T, H], bf16 values
-  std::vector<float> logits;  //!< [T, E]
+  std::vector<float> x;      //!< [T, H], bf16 values
+  std::vector<float> logits; //!< [T, E]
   qr::layer_weights w;
   qr::layer_numerics num;
 };
@@ -70,15 +70,18 @@ inline problem make_problem(const qm::layer_shape& s, int T, std::uint64_t seed,
   const int E = s.experts, H = s.hidden, I = s.intermediate;
   // activations: per-channel lognormal scales, ~1% outlier channels x 30
   std::vector<float> chan(static_cast<std::size_t>(H));
-  for (auto& c : chan) c = std::exp(0.6f * nd(g));
-  for (int i = 0; i < std::max(1, H / 100); ++i) chan[g() % H] *= 30.0f;
+  for (auto& c : chan)
+    c = std::exp(0.6f * nd(g));
+  for (int i = 0; i < std::max(1, H / 100); ++i)
+    chan[g() % H] *= 30.0f;
   p.x.resize(static_cast<std::size_t>(T) * H);
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h)
       p.x[static_cast<std::size_t>(t) * H + h] =
           qr::round_bf16(nd(g) * chan[static_cast<std::size_t>(h)]);
   p.logits.resize(static_cast<std::size_t>(T) * E);
-  for (auto& l : p.logits) l = 2.0f * nd(g);
+  for (auto& l : p.logits)
+    l = 2.0f * nd(g);
   // weights ~ N(0, 1/sqrt(K)) with per-expert magnitude spread (distinct tensor scales)
   auto weights = [&](int rows, int cols) {
     std::vector<float> w(static_cast<std::size_t>(E) * rows * cols);
@@ -100,7 +103,8 @@ inline problem make_problem(const qm::layer_shape& s, int T, std::uint64_t seed,
   p.num.x_scale = quads::make_tensor_scale<quads::nvfp4>(quads::reference::amax(p.x));
   const int gsel = qm::rac_selected_channels(ratio, H), dsel = qm::rac_selected_channels(ratio, I);
   p.num.gate_up_sel = random_blocks(H, gsel, g);
-  for (int e = 0; e < E; ++e) p.num.down_sel.push_back(random_blocks(I, dsel, g));
+  for (int e = 0; e < E; ++e)
+    p.num.down_sel.push_back(random_blocks(I, dsel, g));
   p.num.h_scales.assign(1, quads::tensor_scale{});
   const auto r = qm::route(p.logits, T, p.rc);
   const auto a1 = qr::gather(qr::quantize_input(qm::layer_policy::w4a16, p.x, T, H, p.num), r);

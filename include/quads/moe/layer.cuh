@@ -9,7 +9,8 @@
 //! Stages, policies and numerics: quads/moe/layer.hpp; host reference: quads/moe/reference.hpp.
 //! @code
 //!   using namespace quads::moe;
-//!   auto plan = plan_layer<layer_policy::quads_rac>(T, shape, routing_cfg, gu_selected, dn_selected);
+//!   auto plan = plan_layer<layer_policy::quads_rac>(T, shape, routing_cfg, gu_selected,
+//!   dn_selected);
 //!   // workspace: plan.workspace_bytes of device memory (256-byte aligned)
 //!   forward(plan, weights, numerics, io, workspace, stream);
 //! @endcode
@@ -93,13 +94,13 @@ template <layer_policy P>
 struct layer_plan {
   layer_shape shape{};
   int tokens = 0;
-  int rows = 0;           //!< T * k grouped rows
-  int gu_selected = 0;    //!< QUADS: |S| of the gate_up set (channels of H)
-  int dn_selected = 0;    //!< QUADS: |S| per expert of the down sets (channels of I)
+  int rows = 0;        //!< T * k grouped rows
+  int gu_selected = 0; //!< QUADS: |S| of the gate_up set (channels of H)
+  int dn_selected = 0; //!< QUADS: |S| per expert of the down sets (channels of I)
   routing_plan routing{};
   gemm::grouped_plan gu{}, dn{};
-  std::size_t off_routing = 0, off_routing_ws = 0, off_a1 = 0,
-              off_a1s = 0, off_h = 0, off_hs = 0, off_y = 0, off_gemm = 0;
+  std::size_t off_routing = 0, off_routing_ws = 0, off_a1 = 0, off_a1s = 0, off_h = 0, off_hs = 0,
+              off_y = 0, off_gemm = 0;
   std::size_t workspace_bytes = 0;
   bool valid = false;
 };
@@ -129,7 +130,7 @@ inline std::size_t routing_bytes(int rows, int experts) {
 }
 
 //! dst row r = src row pair_of_row[r] / k: `row_bytes` (multiple of 8) + `scale_bytes` bytes.
-template <int = 0>  // a template, so the header can be in several TUs
+template <int = 0> // a template, so the header can be in several TUs
 __global__ void __launch_bounds__(256)
     gather_rows_kernel(const std::uint8_t* __restrict__ src, const std::uint8_t* __restrict__ src_s,
                        std::uint8_t* __restrict__ dst, std::uint8_t* __restrict__ dst_s, int rows,
@@ -142,11 +143,13 @@ __global__ void __launch_bounds__(256)
     if (row_bytes % 16 == 0) {
       const uint4* s = reinterpret_cast<const uint4*>(src + t * row_bytes);
       uint4* d = reinterpret_cast<uint4*>(dst + static_cast<std::size_t>(r) * row_bytes);
-      for (int i = lane; i < row_bytes / 16; i += 32) d[i] = __ldg(s + i);
+      for (int i = lane; i < row_bytes / 16; i += 32)
+        d[i] = __ldg(s + i);
     } else {
       const uint2* s = reinterpret_cast<const uint2*>(src + t * row_bytes);
       uint2* d = reinterpret_cast<uint2*>(dst + static_cast<std::size_t>(r) * row_bytes);
-      for (int i = lane; i < row_bytes / 8; i += 32) d[i] = __ldg(s + i);
+      for (int i = lane; i < row_bytes / 8; i += 32)
+        d[i] = __ldg(s + i);
     }
     if (src_s != nullptr)
       for (int i = lane; i < scale_bytes; i += 32)
@@ -177,7 +180,8 @@ __global__ void __launch_bounds__(256)
        idx += static_cast<long long>(gridDim.x) * blockDim.x) {
     const int r = static_cast<int>(idx / nkb), kb = static_cast<int>(idx % nkb);
     const int t = __ldg(pair_of_row + r) / k;
-    const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<std::size_t>(t) * H + kb * block);
+    const uint4* src =
+        reinterpret_cast<const uint4*>(x + static_cast<std::size_t>(t) * H + kb * block);
     const uint4 v0 = __ldg(src), v1 = __ldg(src + 1);
     const std::uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
     float xv[block];
@@ -191,7 +195,8 @@ __global__ void __launch_bounds__(256)
     packed_block<nvfp4> qx{};
     const int j = Rac ? __ldg(slot + kb) : -1;
     if (Rac && j >= 0) {
-      const auto br = Q::bits_for(seed, compensation::residual_block_index(tokens, nkb, nsel, t, j));
+      const auto br =
+          Q::bits_for(seed, compensation::residual_block_index(tokens, nkb, nsel, t, j));
       const compensation::rac_block<nvfp4> q = RQ::quantize(xv, ts, ts, bx, br);
       qx = q.x;
       uint2 c;
@@ -209,7 +214,7 @@ __global__ void __launch_bounds__(256)
 }
 
 //! out[t][c] = sum_j y[row_of_pair[t k + j]][c] (fp32, j ascending); bf16 and optional fp32.
-template <int = 0>  // a template, so the header can be in several TUs
+template <int = 0> // a template, so the header can be in several TUs
 __global__ void __launch_bounds__(256)
     combine_kernel(const float* __restrict__ y, const int* __restrict__ row_of_pair, int tokens,
                    int k, int H, __nv_bfloat16* __restrict__ out, float* __restrict__ out_f32) {
@@ -235,7 +240,7 @@ __global__ void __launch_bounds__(256)
 
 //! bf16 policy: acc[r][n] = sum_k a[r][k] * w[e(r)][n][k] in fp32, one warp per output (plain
 //! reference kernel; lanes stride K, then a butterfly).
-template <int = 0>  // a template, so the header can be in several TUs
+template <int = 0> // a template, so the header can be in several TUs
 __global__ void __launch_bounds__(256)
     bf16_grouped_kernel(const __nv_bfloat16* __restrict__ a, const __nv_bfloat16* __restrict__ w,
                         const int* __restrict__ expert_of_row, int rows, int N, int K,
@@ -251,7 +256,8 @@ __global__ void __launch_bounds__(256)
   for (int k = lane; k < K; k += 32)
     s = __fadd_rn(s, __fmul_rn(__bfloat162float(ar[k]), __bfloat162float(wr[k])));
 #pragma unroll
-  for (int off = 16; off >= 1; off /= 2) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, off));
+  for (int off = 16; off >= 1; off /= 2)
+    s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, off));
   if (lane == 0) acc[static_cast<std::size_t>(r) * N + n] = s;
 }
 
@@ -336,8 +342,8 @@ layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_con
   p.off_y = take(static_cast<std::size_t>(n) * H * sizeof(float));
   std::size_t gemm_ws = 0;
   if constexpr (P != layer_policy::bf16) {
-    gemm_ws = p.gu.workspace_bytes > p.dn.workspace_bytes ? p.gu.workspace_bytes
-                                                          : p.dn.workspace_bytes;
+    gemm_ws =
+        p.gu.workspace_bytes > p.dn.workspace_bytes ? p.gu.workspace_bytes : p.dn.workspace_bytes;
   } else {
     const std::size_t a = static_cast<std::size_t>(n) * 2 * I, b = static_cast<std::size_t>(n) * H;
     gemm_ws = (a > b ? a : b) * sizeof(float);
@@ -443,8 +449,8 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
     std::uint8_t* hs = base + plan.off_hs;
     {
       const long long blocks = static_cast<long long>(n) * (H / block);
-      const unsigned grid = static_cast<unsigned>(
-          blocks / 256 + 1 < 132LL * 16 ? blocks / 256 + 1 : 132LL * 16);
+      const unsigned grid =
+          static_cast<unsigned>(blocks / 256 + 1 < 132LL * 16 ? blocks / 256 + 1 : 132LL * 16);
       detail::gather_quantize_kernel<rac><<<grid, 256, 0, stream>>>(
           io.x, T, H, rv.pair_of_row, n, k, rac ? num.gate_up_sel.slot : nullptr,
           plan.gu_selected / block, num.x_scale, a1, a1s, 0);
@@ -452,12 +458,12 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
     mark(1);
     const gemm::fp4_expert_weights<nvfp4> wgu{w.gate_up, w.gate_up_scales, E};
     const gemm::fp4_expert_weights<nvfp4> wdn{w.down, w.down_scales, E};
-    const gate_up_fp4_epilogue::arguments gu_epi{
-        gu_alpha,
-        {},
-        {io.h_pre, I},
-        {h, hs, num.h_scales, num.h_mode, rv.expert_of_row, rac ? num.down_slots : nullptr,
-         plan.dn_selected, n, I, 0}};
+    const gate_up_fp4_epilogue::arguments gu_epi{gu_alpha,
+                                                 {},
+                                                 {io.h_pre, I},
+                                                 {h, hs, num.h_scales, num.h_mode, rv.expert_of_row,
+                                                  rac ? num.down_slots : nullptr, plan.dn_selected,
+                                                  n, I, 0}};
     if constexpr (rac) {
       gemm::rac_activations<nvfp4> a{};
       a.data = a1;
@@ -486,16 +492,14 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
         mark(3);
       } else {
         if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
-                plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws,
-                stream);
+                plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws, stream);
             e != cudaSuccess)
           return e;
         mark(3);
       }
     } else {
       if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, gate_up_fp4_epilogue>(
-              plan.gu, wgu, gemm::fp4_activations<nvfp4>{a1, a1s}, rv.offsets, gu_epi, gws,
-              stream);
+              plan.gu, wgu, gemm::fp4_activations<nvfp4>{a1, a1s}, rv.offsets, gu_epi, gws, stream);
           e != cudaSuccess)
         return e;
       mark(2);

@@ -49,10 +49,14 @@ enum class layer_policy : ::cuda::std::uint8_t { bf16, w4a16, naive_w4a4, quads_
 
 inline constexpr const char* to_string(layer_policy p) noexcept {
   switch (p) {
-  case layer_policy::bf16: return "bf16";
-  case layer_policy::w4a16: return "w4a16";
-  case layer_policy::naive_w4a4: return "naive_w4a4";
-  default: return "quads_rac";
+  case layer_policy::bf16:
+    return "bf16";
+  case layer_policy::w4a16:
+    return "w4a16";
+  case layer_policy::naive_w4a4:
+    return "naive_w4a4";
+  default:
+    return "quads_rac";
   }
 }
 
@@ -64,10 +68,10 @@ QUADS_API constexpr bool fp4_weights(layer_policy p) noexcept { return p != laye
 
 //! Expert shapes.
 struct layer_shape {
-  int experts = 0;       //!< E
-  int top_k = 0;         //!< k
-  int hidden = 0;        //!< H (gate_up K, down N)
-  int intermediate = 0;  //!< I (down K; gate_up N = 2 I)
+  int experts = 0;      //!< E
+  int top_k = 0;        //!< k
+  int hidden = 0;       //!< H (gate_up K, down N)
+  int intermediate = 0; //!< I (down K; gate_up N = 2 I)
 };
 
 //! Weight format and the activation quantizer (NVFP4, TE-exact numerics, given tensor scale).
@@ -88,9 +92,8 @@ constexpr int rac_selected_channels(double ratio, int K) noexcept {
 // Epilogue chains (identical on the GPU and in the host reference).
 
 //! gate_up with NVFP4 h (naive W4A4, QUADS): alpha -> SwiGLU -> tap -> quantize (+ residual).
-using gate_up_fp4_epilogue =
-    epilogue::chain<epilogue::scale_alpha, epilogue::swiglu<>, tap<float>,
-                    quantize_expert_output<activation_quantizer>>;
+using gate_up_fp4_epilogue = epilogue::chain<epilogue::scale_alpha, epilogue::swiglu<>, tap<float>,
+                                             quantize_expert_output<activation_quantizer>>;
 //! gate_up with bf16 h (W4A16, bf16): alpha -> SwiGLU -> tap -> store bf16.
 using gate_up_bf16_epilogue =
     epilogue::chain<epilogue::scale_alpha, epilogue::swiglu<>, tap<float>, epilogue::store<bf16_t>>;

@@ -57,12 +57,12 @@ struct quantize_expert_output {
     ::cuda::std::uint8_t* data = nullptr;
     ::cuda::std::uint8_t* scales = nullptr;
     const tensor_scale* scale = nullptr;
-    epilogue::scale_source mode = epilogue::scale_source::tensor;  //!< tensor or expert
+    epilogue::scale_source mode = epilogue::scale_source::tensor; //!< tensor or expert
     const int* expert_of_row = nullptr;
-    const int* slot = nullptr;  //!< RAC slot tables [E, cols / B], or null
-    int selected = 0;           //!< |S| per expert (multiple of B); 0 without RAC
+    const int* slot = nullptr; //!< RAC slot tables [E, cols / B], or null
+    int selected = 0;          //!< |S| per expert (multiple of B); 0 without RAC
     int rows = 0;
-    int cols = 0;  //!< output columns at this node (the intermediate size I)
+    int cols = 0; //!< output columns at this node (the intermediate size I)
     ::cuda::std::uint64_t seed = 0;
   };
   using params = arguments;
@@ -85,12 +85,13 @@ struct quantize_expert_output {
     for (int b = 0; b < W / block_size; ++b) {
       if (b * block_size >= f.count) break;
       float x[block_size];
-      for (int i = 0; i < block_size; ++i) x[i] = f.v[b * block_size + i];
+      for (int i = 0; i < block_size; ++i)
+        x[i] = f.v[b * block_size + i];
       const int kb = (f.col + b * block_size) / block_size;
       const int j = p.slot != nullptr ? p.slot[static_cast<::cuda::std::size_t>(e) * nkb + kb] : -1;
-      const auto bx = Quantizer::bits_for(
-          p.seed, static_cast<::cuda::std::uint64_t>(f.row) * static_cast<::cuda::std::uint64_t>(nkb) +
-                      static_cast<::cuda::std::uint64_t>(kb));
+      const auto bx = Quantizer::bits_for(p.seed, static_cast<::cuda::std::uint64_t>(f.row) *
+                                                          static_cast<::cuda::std::uint64_t>(nkb) +
+                                                      static_cast<::cuda::std::uint64_t>(kb));
       packed_block<format> qx{};
       if (j >= 0) {
         const auto br = Quantizer::bits_for(
@@ -98,13 +99,15 @@ struct quantize_expert_output {
         const compensation::rac_block<format> q = rq::quantize(x, ts, ts, bx, br);
         qx = q.x;
         ::cuda::std::uint8_t* dst = row + (p.cols + j * block_size) / 2;
-        for (int i = 0; i < block_size / 2; ++i) dst[i] = q.r.codes[i];
+        for (int i = 0; i < block_size / 2; ++i)
+          dst[i] = q.r.codes[i];
         p.scales[layout.offset(f.row, nkb + j)] = q.r.scale;
       } else {
         qx = Quantizer::quantize(x, ts, bx);
       }
       ::cuda::std::uint8_t* dst = row + kb * block_size / 2;
-      for (int i = 0; i < block_size / 2; ++i) dst[i] = qx.codes[i];
+      for (int i = 0; i < block_size / 2; ++i)
+        dst[i] = qx.codes[i];
       p.scales[layout.offset(f.row, kb)] = qx.scale;
     }
     return f;

@@ -42,8 +42,8 @@ using gemm::reference::accumulators;
 //! / B linear) or dense (`dense` rows * K values, bf16-representable).
 struct operand {
   int rows = 0;
-  int cols = 0;      //!< K
-  int selected = 0;  //!< |S| (RAC residual channels per row)
+  int cols = 0;     //!< K
+  int selected = 0; //!< |S| (RAC residual channels per row)
   bool fp4 = false;
   std::vector<std::uint8_t> data;
   std::vector<std::uint8_t> scales;
@@ -92,10 +92,10 @@ struct layer_weights {
 
 //! Calibrated activation scales and RAC channel sets.
 struct layer_numerics {
-  tensor_scale x_scale{};               //!< given tensor scale of x (one per layer)
-  std::vector<tensor_scale> h_scales;   //!< 1 (per layer) or E (per expert) for h
-  compensation::channel_selection gate_up_sel;              //!< QUADS: one set, K = H
-  std::vector<compensation::channel_selection> down_sel;    //!< QUADS: E sets, K = I
+  tensor_scale x_scale{};                      //!< given tensor scale of x (one per layer)
+  std::vector<tensor_scale> h_scales;          //!< 1 (per layer) or E (per expert) for h
+  compensation::channel_selection gate_up_sel; //!< QUADS: one set, K = H
+  std::vector<compensation::channel_selection> down_sel; //!< QUADS: E sets, K = I
   epilogue::scale_source h_mode() const noexcept {
     return h_scales.size() > 1 ? epilogue::scale_source::expert : epilogue::scale_source::tensor;
   }
@@ -123,7 +123,8 @@ inline operand quantize_input(layer_policy policy, std::span<const float> x, int
   o.cols = H;
   if (!fp4_activations(policy)) {
     o.dense.assign(x.begin(), x.end());
-    for (float& v : o.dense) v = round_bf16(v);
+    for (float& v : o.dense)
+      v = round_bf16(v);
     return o;
   }
   o.fp4 = true;
@@ -217,15 +218,14 @@ accumulators grouped_accumulate(const operand& a, const routing_result& r, int N
 //! The gate_up stage's outputs on the host.
 struct gate_up_result {
   accumulators acc;
-  std::vector<float> h_pre;  //!< [rows, I] fp32 SwiGLU output (before quantization)
-  operand h;                 //!< the down GEMM's activation operand
+  std::vector<float> h_pre; //!< [rows, I] fp32 SwiGLU output (before quantization)
+  operand h;                //!< the down GEMM's activation operand
 };
 
 //! Unscaled weights of expert e (NVFP4 or bf16 values), `[N, K]`.
 inline std::vector<double> expert_values(const layer_weights& w, bool gate_up, layer_policy p,
                                          int e) {
-  if (fp4_weights(p))
-    return gemm::reference::unscaled_values(gate_up ? w.gate_up : w.down, e);
+  if (fp4_weights(p)) return gemm::reference::unscaled_values(gate_up ? w.gate_up : w.down, e);
   const int N = gate_up ? 2 * w.shape.intermediate : w.shape.hidden;
   const int K = gate_up ? w.shape.hidden : w.shape.intermediate;
   const std::vector<float>& src = gate_up ? w.gate_up_bf16 : w.down_bf16;
@@ -286,9 +286,16 @@ inline operand quantize_h(std::span<const float> h_pre, int rows, int I, const l
   acc.acc.assign(h_pre.begin(), h_pre.end());
   acc.abs_sum.assign(acc.acc.size(), 0.0);
   using node = quantize_expert_output<activation_quantizer>;
-  node::arguments q{h.data.data(), h.scales.data(),      num.h_scales.data(), num.h_mode(),
-                    r.expert_of_row.data(), rac ? slots.data() : nullptr,     h.selected,
-                    rows,                   I,              0};
+  node::arguments q{h.data.data(),
+                    h.scales.data(),
+                    num.h_scales.data(),
+                    num.h_mode(),
+                    r.expert_of_row.data(),
+                    rac ? slots.data() : nullptr,
+                    h.selected,
+                    rows,
+                    I,
+                    0};
   gemm::reference::apply_epilogue<epilogue::chain<node>>(acc, {q});
   return h;
 }
@@ -315,11 +322,18 @@ inline gate_up_result gate_up(layer_policy p, const operand& a1, const routing_r
     g.h.selected = rac ? num.down_selected() : 0;
     g.h.data.assign(static_cast<std::size_t>(n) * g.h.row_bytes(), 0);
     g.h.scales.assign(static_cast<std::size_t>(n) * g.h.row_scales(), 0);
-    quantize_expert_output<activation_quantizer>::arguments q{
-        g.h.data.data(), g.h.scales.data(), num.h_scales.data(), num.h_mode(),
-        r.expert_of_row.data(), rac ? slots.data() : nullptr, g.h.selected, n, I, 0};
-    gemm::reference::apply_epilogue<gate_up_fp4_epilogue>(
-        g.acc, {alpha, {}, {g.h_pre.data(), I}, q});
+    quantize_expert_output<activation_quantizer>::arguments q{g.h.data.data(),
+                                                              g.h.scales.data(),
+                                                              num.h_scales.data(),
+                                                              num.h_mode(),
+                                                              r.expert_of_row.data(),
+                                                              rac ? slots.data() : nullptr,
+                                                              g.h.selected,
+                                                              n,
+                                                              I,
+                                                              0};
+    gemm::reference::apply_epilogue<gate_up_fp4_epilogue>(g.acc,
+                                                          {alpha, {}, {g.h_pre.data(), I}, q});
   } else {
     std::vector<bf16_t> hb(static_cast<std::size_t>(n) * I);
     gemm::reference::apply_epilogue<gate_up_bf16_epilogue>(
@@ -334,7 +348,7 @@ inline gate_up_result gate_up(layer_policy p, const operand& a1, const routing_r
 //! The down stage's outputs on the host.
 struct down_result {
   accumulators acc;
-  std::vector<float> y;  //!< [rows, H] fp32: alpha * acc * weight_of_row
+  std::vector<float> y; //!< [rows, H] fp32: alpha * acc * weight_of_row
 };
 
 //! Stage 3 + 4 for down: `Y = alpha * (h W_dn[e]^T) * weight_of_row`.
@@ -348,9 +362,8 @@ inline down_result down(layer_policy p, const operand& h, const routing_result& 
       h, r, H, [&](int e) { return expert_values(w, false, p, e); },
       slots.empty() ? nullptr : slots.data(), I / block);
   d.y.assign(static_cast<std::size_t>(r.pairs()) * H, 0.0f);
-  const epilogue::alpha_source alpha = down_alpha(p, num.h_scales.data(), num.h_mode(),
-                                                  w.down.tensor_scales.data(),
-                                                  r.expert_of_row.data());
+  const epilogue::alpha_source alpha = down_alpha(
+      p, num.h_scales.data(), num.h_mode(), w.down.tensor_scales.data(), r.expert_of_row.data());
   gemm::reference::apply_epilogue<down_epilogue>(
       d.acc, {alpha, {r.weight_of_row.data()}, {d.y.data(), H}});
   return d;
@@ -374,11 +387,11 @@ inline std::vector<float> combine(std::span<const float> y, const routing_result
 //! The whole layer on the host.
 struct layer_result {
   routing_result routing;
-  operand x;    //!< stage 1
-  operand a1;   //!< stage 2
+  operand x;  //!< stage 1
+  operand a1; //!< stage 2
   gate_up_result gu;
   down_result dn;
-  std::vector<float> out;  //!< [T, H] fp32 (the GPU also stores it rounded to bf16)
+  std::vector<float> out; //!< [T, H] fp32 (the GPU also stores it rounded to bf16)
 };
 
 inline layer_result forward(layer_policy p, std::span<const float> x, std::span<const float> logits,

@@ -55,15 +55,15 @@ struct routing_plan {
   routing_config cfg{};
   int tokens = 0;
   int pairs = 0;
-  bool fused = false;       //!< one kernel (decode sizes)
-  bool single_cta = false;  //!< single-CTA sort
+  bool fused = false;      //!< one kernel (decode sizes)
+  bool single_cta = false; //!< single-CTA sort
   std::size_t sort_bytes = 0;
-  std::size_t workspace_bytes = 0;  //!< device bytes `route` needs (0 on the single-CTA paths)
+  std::size_t workspace_bytes = 0; //!< device bytes `route` needs (0 on the single-CTA paths)
 };
 
 inline constexpr int routing_cta_threads = 256;
 inline constexpr int routing_sort_items = 8;
-inline constexpr int routing_single_cta_pairs = routing_cta_threads * routing_sort_items;  // 2048
+inline constexpr int routing_single_cta_pairs = routing_cta_threads * routing_sort_items; // 2048
 inline constexpr int fused_max_tokens = 32;
 
 namespace detail {
@@ -84,15 +84,18 @@ QUADS_DEVICE_API void warp_topk(const float* __restrict__ logits, int t, const r
   const float* l = logits + static_cast<std::size_t>(t) * E;
   float mx = ::quads::detail::from_bits(0xff800000u), s = 0.0f;
   if (cfg.score == scoring::softmax) {
-    for (int e = lane; e < E; e += 32) mx = ::quads::detail::max_num(mx, score_logit(__ldg(l + e)));
+    for (int e = lane; e < E; e += 32)
+      mx = ::quads::detail::max_num(mx, score_logit(__ldg(l + e)));
 #pragma unroll
     for (int off = 16; off >= 1; off /= 2)
       mx = ::quads::detail::max_num(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    for (int e = lane; e < E; e += 32) s = __fadd_rn(s, softmax_term(__ldg(l + e), mx));
+    for (int e = lane; e < E; e += 32)
+      s = __fadd_rn(s, softmax_term(__ldg(l + e), mx));
 #pragma unroll
-    for (int off = 16; off >= 1; off /= 2) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, off));
+    for (int off = 16; off >= 1; off /= 2)
+      s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, off));
   }
-  std::uint32_t taken = 0;  // bit i: expert lane + 32 i already selected
+  std::uint32_t taken = 0; // bit i: expert lane + 32 i already selected
   float w[32];
   int sel[32];
   for (int j = 0; j < k; ++j) {
@@ -124,7 +127,7 @@ QUADS_DEVICE_API void warp_topk(const float* __restrict__ logits, int t, const r
   }
 }
 
-template <int = 0>  // a template, so the header can be in several TUs
+template <int = 0> // a template, so the header can be in several TUs
 __global__ void __launch_bounds__(128)
     topk_kernel(const float* __restrict__ logits, int tokens, const routing_config cfg,
                 int* __restrict__ topk_expert, float* __restrict__ topk_weight) {
@@ -136,15 +139,18 @@ QUADS_DEVICE_API int lower_bound(const int* keys, int n, int value) {
   int lo = 0, hi = n;
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
-    if (keys[mid] < value) lo = mid + 1;
-    else hi = mid;
+    if (keys[mid] < value)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
 
 QUADS_API constexpr int key_bits(int experts) {
   int b = 0;
-  while ((1 << b) <= experts) ++b;  // room for the sentinel E
+  while ((1 << b) <= experts)
+    ++b; // room for the sentinel E
   return b;
 }
 
@@ -181,7 +187,8 @@ QUADS_DEVICE_API void cta_group(int n, int E, const int* topk_expert, const floa
     }
   }
   __syncthreads();
-  for (int e = tid; e <= E; e += routing_cta_threads) v.offsets[e] = lower_bound(smem.keys, n, e);
+  for (int e = tid; e <= E; e += routing_cta_threads)
+    v.offsets[e] = lower_bound(smem.keys, n, e);
 }
 
 template <int Items>
@@ -191,7 +198,7 @@ __global__ void __launch_bounds__(routing_cta_threads)
   const int warp = static_cast<int>(threadIdx.x) / 32;
   for (int t = warp; t < tokens; t += routing_cta_threads / 32)
     warp_topk(logits, t, cfg, v.topk_expert, v.topk_weight);
-  __syncthreads();  // the pairs (global memory, written by lane 0 of each warp) are visible
+  __syncthreads(); // the pairs (global memory, written by lane 0 of each warp) are visible
   cta_group<Items>(tokens * cfg.top_k, cfg.experts, v.topk_expert, v.topk_weight, v);
 }
 
@@ -201,14 +208,14 @@ __global__ void __launch_bounds__(routing_cta_threads)
   cta_group<Items>(n, E, v.topk_expert, v.topk_weight, v);
 }
 
-template <int = 0>  // a template, so the header can be in several TUs
+template <int = 0> // a template, so the header can be in several TUs
 __global__ void iota_kernel(int* out, int n) {
   for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < n;
        i += static_cast<int>(gridDim.x * blockDim.x))
     out[i] = i;
 }
 
-template <int = 0>  // a template, so the header can be in several TUs
+template <int = 0> // a template, so the header can be in several TUs
 __global__ void finalize_kernel(const int* __restrict__ sorted_keys,
                                 const int* __restrict__ sorted_pairs, int n, int E,
                                 const routing_view v) {
@@ -259,8 +266,9 @@ inline cudaError_t route(const routing_plan& plan, const float* logits, const ro
     return kd::fail("quads: moe::route: the plan is inconsistent; make it with plan_routing");
   if (plan.tokens == 0) {
     if (v.offsets == nullptr) return kd::fail("quads: moe::route: offsets is null");
-    if (const cudaError_t e = cudaMemsetAsync(v.offsets, 0, sizeof(int) * (plan.cfg.experts + 1),
-                                              stream); e != cudaSuccess)
+    if (const cudaError_t e =
+            cudaMemsetAsync(v.offsets, 0, sizeof(int) * (plan.cfg.experts + 1), stream);
+        e != cudaSuccess)
       return kd::fail(cudaGetErrorString(e), e);
     return kd::ok();
   }
@@ -275,15 +283,15 @@ inline cudaError_t route(const routing_plan& plan, const float* logits, const ro
   const bool small = n <= routing_cta_threads;
   if (plan.fused) {
     if (small)
-      detail::fused_route_kernel<1><<<1, routing_cta_threads, 0, stream>>>(logits, plan.tokens,
-                                                                         plan.cfg, v);
+      detail::fused_route_kernel<1>
+          <<<1, routing_cta_threads, 0, stream>>>(logits, plan.tokens, plan.cfg, v);
     else
       detail::fused_route_kernel<routing_sort_items>
           <<<1, routing_cta_threads, 0, stream>>>(logits, plan.tokens, plan.cfg, v);
     return kd::after_launch();
   }
   detail::topk_kernel<><<<(plan.tokens + 3) / 4, 128, 0, stream>>>(logits, plan.tokens, plan.cfg,
-                                                                 v.topk_expert, v.topk_weight);
+                                                                   v.topk_expert, v.topk_weight);
   if (plan.single_cta) {
     if (small)
       detail::cta_group_kernel<1><<<1, routing_cta_threads, 0, stream>>>(n, E, v);
@@ -299,9 +307,9 @@ inline cudaError_t route(const routing_plan& plan, const float* logits, const ro
   void* temp = base + 3 * chunk;
   detail::iota_kernel<><<<(n + 255) / 256, 256, 0, stream>>>(vals_in, n);
   std::size_t temp_bytes = plan.sort_bytes;
-  if (const cudaError_t e = cub::DeviceRadixSort::SortPairs(
-          temp, temp_bytes, v.topk_expert, keys_out, vals_in, vals_out, n, 0,
-          detail::key_bits(E), stream);
+  if (const cudaError_t e =
+          cub::DeviceRadixSort::SortPairs(temp, temp_bytes, v.topk_expert, keys_out, vals_in,
+                                          vals_out, n, 0, detail::key_bits(E), stream);
       e != cudaSuccess)
     return kd::fail(cudaGetErrorString(e), e);
   const int m = (n > E + 1 ? n : E + 1);

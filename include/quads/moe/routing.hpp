@@ -13,8 +13,9 @@
 //! - **Scores**: softmax `p_e = exp(l_e - max) / sum`, or sigmoid `p_e = 1 / (1 + exp(-l_e))`,
 //!   with `exp_rn` (a fixed fp32 polynomial, not the libm / CUDA `expf`, so host and device agree
 //!   bit for bit). A NaN logit scores like -inf (p = 0), a +inf logit like FLT_MAX; if every
-//!   logit is -inf or NaN, softmax gives every expert `1 / E`. The softmax sum has a fixed order, the one a warp computes:
-//!   lane L sums experts L, L + 32, ... in order, then a butterfly over lanes (xor 16, 8, 4, 2, 1)
+//!   logit is -inf or NaN, softmax gives every expert `1 / E`. The softmax sum has a fixed order,
+//!   the one a warp computes: lane L sums experts L, L + 32, ... in order, then a butterfly over
+//!   lanes (xor 16, 8, 4, 2, 1)
 //!   (`warp_sum_order`).
 //! - **Weights** of the k selected experts in rank order: `w_j = p_j`, or with `renormalize`
 //!   `w_j = p_j / (p_0 + p_1 + ... + p_{k-1})` (sum left to right; a zero sum gives `1 / k`
@@ -42,15 +43,15 @@ namespace quads::moe {
 
 //! How router logits become scores.
 enum class scoring : ::cuda::std::uint8_t {
-  softmax,  //!< over all E experts (Qwen3-MoE, Mixtral)
-  sigmoid,  //!< per expert (DeepSeek-V3 style, without its group limit and selection bias)
+  softmax, //!< over all E experts (Qwen3-MoE, Mixtral)
+  sigmoid, //!< per expert (DeepSeek-V3 style, without its group limit and selection bias)
 };
 
 //! Routing settings. `scale`: a constant factor on the final weights (DeepSeek's
 //! routed_scaling_factor; 1 by default).
 struct routing_config {
-  int experts = 0;  //!< E
-  int top_k = 0;    //!< k, 1 <= k <= E
+  int experts = 0; //!< E
+  int top_k = 0;   //!< k, 1 <= k <= E
   scoring score = scoring::softmax;
   bool renormalize = true;
   float scale = 1.0f;
@@ -91,12 +92,12 @@ QUADS_API constexpr float exp_rn(float x) noexcept {
   if (x > 88.72283935546875f) return from_bits(0x7f800000u);
   if (x < -104.0f) return 0.0f;
   constexpr float log2e = 1.44269502162933349609375f;
-  constexpr float shifter = 12582912.0f;  // 1.5 * 2^23
+  constexpr float shifter = 12582912.0f; // 1.5 * 2^23
   const float t = add_rn(mul_rn(x, log2e), shifter);
   const float nf = add_rn(t, -shifter);
   const int n = static_cast<int>(nf);
-  constexpr float ln2_hi = 0.693145751953125f;         // 0x3f317200: n * ln2_hi is exact
-  constexpr float ln2_lo = 1.428606765330187045e-06f;  // 0x35bfbe8e
+  constexpr float ln2_hi = 0.693145751953125f;        // 0x3f317200: n * ln2_hi is exact
+  constexpr float ln2_lo = 1.428606765330187045e-06f; // 0x35bfbe8e
   float r = add_rn(x, -mul_rn(nf, ln2_hi));
   r = add_rn(r, -mul_rn(nf, ln2_lo));
   // 1 + r + r^2/2! + ... + r^7/7!
@@ -108,7 +109,7 @@ QUADS_API constexpr float exp_rn(float x) noexcept {
   p = add_rn(mul_rn(p, r), 0.5f);
   p = add_rn(mul_rn(p, r), 1.0f);
   p = add_rn(mul_rn(p, r), 1.0f);
-  const int a = n / 2, b = n - a;  // both in [-76, 64]: normal powers of two
+  const int a = n / 2, b = n - a; // both in [-76, 64]: normal powers of two
   return mul_rn(mul_rn(p, pow2(a)), pow2(b));
 }
 
@@ -121,15 +122,16 @@ QUADS_API constexpr float sigmoid_rn(float x) noexcept {
 //! NaN lowest and -0 == +0 in the high word, the complement of the expert index in the low word
 //! (equal logits: lower index first).
 QUADS_API constexpr ::cuda::std::uint64_t selection_key(float logit, int expert) noexcept {
-  ::cuda::std::uint32_t hi = 0;  // NaN
+  ::cuda::std::uint32_t hi = 0; // NaN
   if (!::quads::detail::is_nan(logit)) {
     ::cuda::std::uint32_t u = detail::to_bits(logit);
-    if ((u & 0x7fffffffu) == 0u) u = 0u;  // -0 -> +0
+    if ((u & 0x7fffffffu) == 0u) u = 0u; // -0 -> +0
     hi = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
     // -inf (0xff800000) maps to 0x007fffff > 0, so every number ranks above NaN.
   }
   return (static_cast<::cuda::std::uint64_t>(hi) << 32) |
-         static_cast<::cuda::std::uint64_t>(0xffffffffu - static_cast<::cuda::std::uint32_t>(expert));
+         static_cast<::cuda::std::uint64_t>(0xffffffffu -
+                                            static_cast<::cuda::std::uint32_t>(expert));
 }
 
 //! The expert index stored in a `selection_key`.
@@ -163,13 +165,15 @@ QUADS_API constexpr void finish_weights(float (&w)[MaxK], int k, bool renormaliz
                                         float scale) noexcept {
   if (renormalize) {
     float s = 0.0f;
-    for (int j = 0; j < k; ++j) s = detail::add_rn(s, w[j]);
+    for (int j = 0; j < k; ++j)
+      s = detail::add_rn(s, w[j]);
     // all k scores 0 (e.g. sigmoid of -inf / NaN logits): 1/k each instead of 0/0
     for (int j = 0; j < k; ++j)
       w[j] = s == 0.0f ? ::quads::detail::div_rn(1.0f, static_cast<float>(k))
                        : ::quads::detail::div_rn(w[j], s);
   }
-  for (int j = 0; j < k; ++j) w[j] = detail::mul_rn(w[j], scale);
+  for (int j = 0; j < k; ++j)
+    w[j] = detail::mul_rn(w[j], scale);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -181,23 +185,25 @@ struct routing_result {
   int tokens = 0;
   int experts = 0;
   int top_k = 0;
-  std::vector<int> topk_expert;    //!< [T * k] expert of pair p = t * k + j (rank order)
-  std::vector<float> topk_weight;  //!< [T * k] its weight
-  std::vector<int> offsets;        //!< [E + 1]
-  std::vector<int> row_of_pair;    //!< [T * k] grouped row of pair p
-  std::vector<int> pair_of_row;    //!< [T * k] inverse
-  std::vector<int> expert_of_row;  //!< [T * k]
-  std::vector<float> weight_of_row;//!< [T * k]
+  std::vector<int> topk_expert;     //!< [T * k] expert of pair p = t * k + j (rank order)
+  std::vector<float> topk_weight;   //!< [T * k] its weight
+  std::vector<int> offsets;         //!< [E + 1]
+  std::vector<int> row_of_pair;     //!< [T * k] grouped row of pair p
+  std::vector<int> pair_of_row;     //!< [T * k] inverse
+  std::vector<int> expert_of_row;   //!< [T * k]
+  std::vector<float> weight_of_row; //!< [T * k]
   int pairs() const noexcept { return tokens * top_k; }
 };
 
 //! Sum of `v[0 .. n)` in the warp order of the file comment (lane partials, then butterfly).
 inline float warp_sum_order(const float* v, int n) {
   float lane[32] = {};
-  for (int i = 0; i < n; ++i) lane[i % 32] = detail::add_rn(lane[i % 32], v[i]);
+  for (int i = 0; i < n; ++i)
+    lane[i % 32] = detail::add_rn(lane[i % 32], v[i]);
   for (int off = 16; off >= 1; off /= 2) {
     float next[32];
-    for (int l = 0; l < 32; ++l) next[l] = detail::add_rn(lane[l], lane[l ^ off]);
+    for (int l = 0; l < 32; ++l)
+      next[l] = detail::add_rn(lane[l], lane[l ^ off]);
     std::copy(next, next + 32, lane);
   }
   return lane[0];
@@ -207,14 +213,16 @@ inline float warp_sum_order(const float* v, int n) {
 inline void group_pairs(routing_result& r) {
   const int n = r.pairs(), E = r.experts;
   r.offsets.assign(static_cast<std::size_t>(E) + 1, 0);
-  for (int p = 0; p < n; ++p) ++r.offsets[static_cast<std::size_t>(r.topk_expert[p]) + 1];
-  for (int e = 0; e < E; ++e) r.offsets[e + 1] += r.offsets[e];
+  for (int p = 0; p < n; ++p)
+    ++r.offsets[static_cast<std::size_t>(r.topk_expert[p]) + 1];
+  for (int e = 0; e < E; ++e)
+    r.offsets[e + 1] += r.offsets[e];
   std::vector<int> next(r.offsets.begin(), r.offsets.end() - 1);
   r.row_of_pair.assign(n, 0);
   r.pair_of_row.assign(n, 0);
   r.expert_of_row.assign(n, 0);
   r.weight_of_row.assign(n, 0.0f);
-  for (int p = 0; p < n; ++p) {  // pairs in index order: stable within an expert
+  for (int p = 0; p < n; ++p) { // pairs in index order: stable within an expert
     const int e = r.topk_expert[p];
     const int row = next[e]++;
     r.row_of_pair[p] = row;
@@ -243,17 +251,23 @@ inline routing_result route(std::span<const float> logits, int tokens, const rou
     const float* l = logits.data() + static_cast<std::size_t>(t) * E;
     if (cfg.score == scoring::softmax) {
       float mx = detail::from_bits(0xff800000u);
-      for (int e = 0; e < E; ++e) mx = ::quads::detail::max_num(mx, score_logit(l[e]));
-      for (int e = 0; e < E; ++e) p[e] = softmax_term(l[e], mx);
+      for (int e = 0; e < E; ++e)
+        mx = ::quads::detail::max_num(mx, score_logit(l[e]));
+      for (int e = 0; e < E; ++e)
+        p[e] = softmax_term(l[e], mx);
       const float s = warp_sum_order(p.data(), E);
-      for (int e = 0; e < E; ++e) p[e] = ::quads::detail::div_rn(p[e], s);
+      for (int e = 0; e < E; ++e)
+        p[e] = ::quads::detail::div_rn(p[e], s);
     } else {
-      for (int e = 0; e < E; ++e) p[e] = sigmoid_term(l[e]);
+      for (int e = 0; e < E; ++e)
+        p[e] = sigmoid_term(l[e]);
     }
-    for (int e = 0; e < E; ++e) keys[e] = selection_key(l[e], e);
+    for (int e = 0; e < E; ++e)
+      keys[e] = selection_key(l[e], e);
     std::partial_sort(keys.begin(), keys.begin() + k, keys.end(), std::greater<>{});
     float w[32] = {};
-    for (int j = 0; j < k; ++j) w[j] = p[static_cast<std::size_t>(key_expert(keys[j]))];
+    for (int j = 0; j < k; ++j)
+      w[j] = p[static_cast<std::size_t>(key_expert(keys[j]))];
     finish_weights(w, k, cfg.renormalize, cfg.scale);
     for (int j = 0; j < k; ++j) {
       r.topk_expert[static_cast<std::size_t>(t) * k + j] = key_expert(keys[j]);
