@@ -81,11 +81,14 @@ struct layer_io {
   cudaEvent_t* stage_events = nullptr;
 };
 
-//! Grid choices of the two grouped GEMMs (split-K factor; 0 = the planner's choice). Default
-//! no split-K: on the H200 (00:0x UTC run in docs/moe.md) splits 2..16 were slower than 1 at
-//! every decode size of both models, and the planner would pick 2 at Qwen3 T = 1.
+//! Grid choices of the two grouped GEMMs (split-K factor; 0 = the planner's choice, the
+//! default). With the persistent decode-tile mainloop of e66311f, split-K 1 was the fastest at
+//! every decode size of both models on the H200 (sweep in docs/moe.md); the default stays with
+//! the planner, which belongs to the grouped GEMM and is being reworked.
 struct layer_tuning {
-  gemm::decode_options gate_up{1, gemm::reduction::deterministic};
+  gemm::decode_options gate_up{};
+  gemm::decode_options down{};
+};
   gemm::decode_options down{1, gemm::reduction::deterministic};
 };
 
