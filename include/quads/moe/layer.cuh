@@ -89,8 +89,6 @@ struct layer_tuning {
   gemm::decode_options gate_up{};
   gemm::decode_options down{};
 };
-  gemm::decode_options down{1, gemm::reduction::deterministic};
-};
 
 //! The launch plan of one layer call (host only). Workspace regions are 256-byte aligned offsets.
 template <layer_policy P>
