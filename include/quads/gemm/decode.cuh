@@ -177,6 +177,7 @@ struct decode_params {
   float fold;        //!< 2^(c_w + c_a)
   float* ws;
   float* ws_r;
+  bool resident;     //!< streaming kernel: the CTA's whole K range of activations staged once
 };
 
 //! One `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}` with fp32 accumulation in place.
@@ -578,14 +579,86 @@ QUADS_DEVICE_API void stage_store(const staged_unit<Act>& u, uint4* act, uint4* 
   }
 }
 
+//! What the grouped scheduler reads (trivially copyable).
+struct grouped_sched {
+  const int* offsets;
+  int experts;
+  int max_rows;
+  int splits;
+  int n_tiles;
+  std::size_t w_expert_bytes;        //!< N * K / 2
+  std::size_t w_expert_scale_bytes;  //!< N * K / B
+  int slot_stride;                   //!< ints between experts' RAC slot tables (0: shared)
+};
+
+//! Fills `off[0..E]` (offsets clamped to [0, max_rows]) and `prefix[0..E]` (m-tiles of the
+//! experts before e) in shared memory; every thread of the CTA calls it.
+__device__ __forceinline__ void grouped_prefix(const grouped_sched& s, int* off, int* prefix,
+                                               int* warp_total) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int nthreads = static_cast<int>(blockDim.x);
+  const int E = s.experts;
+  const int per = (E + nthreads - 1) / nthreads;
+  auto clamp_row = [&](int v) { return v < 0 ? 0 : (v > s.max_rows ? s.max_rows : v); };
+  auto m_tiles = [](int rows) {
+    return rows > 0 ? (rows + decode_layout::tokens_per_cta - 1) / decode_layout::tokens_per_cta : 0;
+  };
+  int local = 0;
+  for (int i = 0; i < per; ++i) {
+    const int e = tid * per + i;
+    if (e < E) {
+      const int lo = clamp_row(s.offsets[e]);
+      const int hi = clamp_row(s.offsets[e + 1]);
+      off[e] = lo;
+      if (e == E - 1) off[E] = hi;
+      local += m_tiles(hi - lo);
+    }
+  }
+  // block-wide exclusive scan of `local`
+  const int lane = tid % 32, warp = tid / 32;
+  int inc = local;
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const int v = __shfl_up_sync(0xffffffffu, inc, d);
+    if (lane >= d) inc += v;
+  }
+  if (lane == 31) warp_total[warp] = inc;
+  __syncthreads();
+  int before = inc - local;
+  for (int w = 0; w < warp; ++w) before += warp_total[w];
+  for (int i = 0; i < per; ++i) {
+    const int e = tid * per + i;
+    if (e < E) {
+      prefix[e] = before;
+      const int lo = clamp_row(s.offsets[e]);
+      const int hi = clamp_row(s.offsets[e + 1]);
+      before += m_tiles(hi - lo);
+      if (e == E - 1) prefix[E] = before;
+    }
+  }
+  __syncthreads();
+}
+
+//! The grouped form of the streaming kernel: the schedule and where its tables live in the
+//! dynamic shared memory (after the ring). Unused by the dense form.
+struct stream_groups {
+  grouped_sched sched;
+  int experts;
+  int table_offset;  //!< bytes
+};
+
 //! The streaming mainloop + fused epilogue: CTA (split, n-tile, m-tile) of stream_layout; with
 //! `splits > 1` the grid's x dimension is one cluster of `splits` CTAs. `Aligned`: K % 128 == 0
 //! (every chunk whole, 16-byte code and 4-byte scale copies); `S` ring stages per warp.
+//! `p.resident`: the activations of the CTA's whole K range are staged once (one barrier), so the
+//! warps stream their weights without meeting again until the epilogue; otherwise slabs of
+//! `slab_chunks` chunks in two alternating buffers (one barrier per slab).
 template <mma_lane Lane, block_scaled_format WF, class Act, class Epi, int W, bool Aligned, int S,
-          int MinBlocks>
+          int MinBlocks, bool Grouped = false>
 __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
     stream_mainloop(const __grid_constant__ decode_params p,
-                    const __grid_constant__ typename Epi::params ep) {
+                    const __grid_constant__ typename Epi::params ep,
+                    const __grid_constant__ stream_groups gs) {
   using SL = stream_layout;
   using DL = decode_layout;
   using T = activation_traits<Act>;
@@ -594,6 +667,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   constexpr int scale_per_chunk = DL::chunk_k / WB;  // scale bytes per row and chunk (8 or 4)
   static_assert(SL::rows_per_cta % W == 0, "quads: fused epilogue fragments must tile a CTA");
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ int res_flag[SL::max_resident_chunks];  // RAC: chunk has a selected block
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32, lane = tid % 32;
@@ -601,21 +675,50 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   const int split = static_cast<int>(blockIdx.x);
   const int splits = static_cast<int>(gridDim.x);
   const int n_cta = static_cast<int>(blockIdx.y) * SL::rows_per_cta;
-  const int m0 = static_cast<int>(blockIdx.z) * SL::tokens_per_cta;
-  const int tokens = min(SL::tokens_per_cta, p.M - m0);
   const int nt = p.M > 8 ? 2 : 1;  // uniform over the grid (the smem carve-up depends on it)
+  int m0 = static_cast<int>(blockIdx.z) * SL::tokens_per_cta;
+  int m_end = min(m0 + SL::tokens_per_cta, p.M);
+  const std::uint8_t* w_data = p.w_data;
+  const std::uint8_t* w_scales = p.w_scales;
+  const int* slot_table = p.slot;
+  if constexpr (Grouped) {
+    // m-tile blockIdx.z of the experts' rows (offsets read here, on the device); the CTAs of a
+    // cluster share blockIdx.z, so they leave together when the tile does not exist
+    int* g_off = reinterpret_cast<int*>(smem_raw + gs.table_offset);
+    int* g_prefix = g_off + gs.experts + 1;
+    int* g_warp = g_prefix + gs.experts + 1;
+    grouped_prefix(gs.sched, g_off, g_prefix, g_warp);
+    const int mt = static_cast<int>(blockIdx.z);
+    if (mt >= g_prefix[gs.experts]) return;
+    int lo = 0, hi = gs.experts - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (g_prefix[mid] <= mt) lo = mid;
+      else hi = mid - 1;
+    }
+    m0 = g_off[lo] + (mt - g_prefix[lo]) * SL::tokens_per_cta;
+    m_end = min(m0 + SL::tokens_per_cta, g_off[lo + 1]);
+    w_data += static_cast<std::size_t>(lo) * gs.sched.w_expert_bytes;
+    w_scales += static_cast<std::size_t>(lo) * gs.sched.w_expert_scale_bytes;
+    if (slot_table != nullptr) slot_table += static_cast<std::size_t>(lo) * gs.sched.slot_stride;
+  }
+  const int tokens = m_end - m0;
   const int chunk_begin = split * p.chunks_per_split;
   const int chunk_end = min(chunk_begin + p.chunks_per_split, p.chunks);
   const int nchunks = max(chunk_end - chunk_begin, 0);
   const int n0 = n_cta + warp * SL::rows_per_warp;
   const bool warp_active = n0 < p.N;
+  const bool resident = p.resident;
+  const int slab_len = resident ? p.chunks_per_split : SL::slab_chunks;  // chunks per buffer
+  const int nslabs = resident ? 1 : (nchunks + SL::slab_chunks - 1) / SL::slab_chunks;
 
-  const int slab_slots = SL::slab_bytes(nt) / 16;
-  uint4* act = reinterpret_cast<uint4*>(smem_raw);            // [2][slab_slots]
-  uint4* res = act + 2 * slab_slots;                          // [2][slab_slots] (RAC)
-  unsigned char* ring = smem_raw + 2 * SL::slab_bytes(nt) * (T::rac ? 2 : 1);
+  const int chunk_slots = nt * DL::words_per_lane * 32;  // 16-byte slots of one chunk
+  const int buf_slots = slab_len * chunk_slots;
+  const int nbufs = resident ? 1 : 2;
+  uint4* act = reinterpret_cast<uint4*>(smem_raw);  // [nbufs][buf_slots]
+  uint4* res = act + nbufs * buf_slots;             // [nbufs][buf_slots] (RAC)
+  unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 * (T::rac ? 2 : 1);
   unsigned char* my_ring = ring + warp * S * SL::stage_bytes;
-  __shared__ int res_flag[2][SL::slab_chunks];  // RAC: chunk has a selected block
 
   const std::size_t row_bytes = static_cast<std::size_t>(p.K / 2);
   const int w_scale_cols = p.K / WB;
@@ -627,9 +730,9 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   const bool okA = nA < p.N, okB = nB < p.N;
   const bool okS = nS < p.N && 4 * half < scale_per_chunk;
   const int kseg0 = DL::word_k(chunk_begin, t, 0);
-  const std::uint8_t* pA = p.w_data + static_cast<std::size_t>(okA ? nA : 0) * row_bytes + kseg0 / 2;
-  const std::uint8_t* pB = p.w_data + static_cast<std::size_t>(okB ? nB : 0) * row_bytes + kseg0 / 2;
-  const std::uint8_t* pS = p.w_scales + static_cast<std::size_t>(okS ? nS : 0) * w_scale_cols +
+  const std::uint8_t* pA = w_data + static_cast<std::size_t>(okA ? nA : 0) * row_bytes + kseg0 / 2;
+  const std::uint8_t* pB = w_data + static_cast<std::size_t>(okB ? nB : 0) * row_bytes + kseg0 / 2;
+  const std::uint8_t* pS = w_scales + static_cast<std::size_t>(okS ? nS : 0) * w_scale_cols +
                            chunk_begin * scale_per_chunk + 4 * half;
   const std::uint32_t ring_s = smem_addr(my_ring);
   const std::uint32_t dA = ring_s + lane * 32, dS = ring_s + SL::stage_code_bytes + r_s * 8 + 4 * half;
@@ -646,19 +749,19 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
         const int kseg = kseg0 + i * DL::chunk_k;
         const bool in_k = kseg < p.K;
         if (p.w_vec16) {
-          cp_async16(dA + off, in_k ? pA + i * 64 : p.w_data, okA && in_k ? 16 : 0);
-          cp_async16(dA + off + 16, in_k ? pB + i * 64 : p.w_data, okB && in_k ? 16 : 0);
+          cp_async16(dA + off, in_k ? pA + i * 64 : w_data, okA && in_k ? 16 : 0);
+          cp_async16(dA + off + 16, in_k ? pB + i * 64 : w_data, okB && in_k ? 16 : 0);
         } else {
           const bool in2 = kseg + 16 < p.K;
-          cp_async8(dA + off, in_k ? pA + i * 64 : p.w_data, okA && in_k ? 8 : 0);
-          cp_async8(dA + off + 8, in2 ? pA + i * 64 + 8 : p.w_data, okA && in2 ? 8 : 0);
-          cp_async8(dA + off + 16, in_k ? pB + i * 64 : p.w_data, okB && in_k ? 8 : 0);
-          cp_async8(dA + off + 24, in2 ? pB + i * 64 + 8 : p.w_data, okB && in2 ? 8 : 0);
+          cp_async8(dA + off, in_k ? pA + i * 64 : w_data, okA && in_k ? 8 : 0);
+          cp_async8(dA + off + 8, in2 ? pA + i * 64 + 8 : w_data, okA && in2 ? 8 : 0);
+          cp_async8(dA + off + 16, in_k ? pB + i * 64 : w_data, okB && in_k ? 8 : 0);
+          cp_async8(dA + off + 24, in2 ? pB + i * 64 + 8 : w_data, okB && in2 ? 8 : 0);
         }
         const int first_block = (chunk_begin + i) * scale_per_chunk + 4 * half;
         int valid = okS ? w_scale_cols - first_block : 0;
         valid = valid < 0 ? 0 : (valid > 4 ? 4 : valid);
-        const std::uint8_t* src = valid > 0 ? pS + i * scale_per_chunk : p.w_scales;
+        const std::uint8_t* src = valid > 0 ? pS + i * scale_per_chunk : w_scales;
         if (scale_vec) {
           cp_async4(dS + off, src, valid);
         } else {
@@ -696,51 +799,50 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
     return r;
   };
 
-  // --- prologue: ring stages in flight, then the first slab staged -----------------------------
+  // --- prologue: ring stages in flight, then the first slab (or all of the range) staged --------
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) issue(i);
 
-  constexpr int max_units = SL::tokens_per_cta * SL::slab_chunks * 16 / SL::threads;  // 4
-  auto unit_coords = [&](int slab_first, int u, int& m, int& k, int& slot, bool& valid) {
-    const int n = u / (SL::slab_chunks * 16), oc = u % (SL::slab_chunks * 16);
-    const int c = oc / 16, o = oc % 16;
-    m = m0 + n;
-    k = (chunk_begin + slab_first + c) * DL::chunk_k + 8 * o;
-    slot = SL::stage_slot(nt, c, n, o);
-    valid = n < tokens && slab_first + c < nchunks && k < p.K;
-    if (n >= 8 * nt) slot = -1;  // no slot for a token tile this grid does not have
+  // Staging: thread tid handles token tid / 16, octet tid % 16 of every chunk (16 tokens x 16
+  // octets = 256 units per chunk).
+  const int st_n = tid / 16, st_o = tid % 16;
+  const int st_slot = SL::stage_slot(nt, 0, st_n, st_o);
+  const bool st_has_slot = st_n < 8 * nt;
+  auto stage_chunk_load = [&](int i) {  // split-local chunk i
+    const int k = (chunk_begin + i) * DL::chunk_k + 8 * st_o;
+    const bool valid = st_n < tokens && i < nchunks && k < p.K;
+    return stage_load<Lane, Act>(p, slot_table, m0 + st_n, k, valid);
   };
-  auto residual_flags = [&](int slab_first, int buf) {
+  auto stage_chunk_store = [&](const staged_unit<Act>& u, int c_in_buf, int bufi) {
+    if (st_has_slot)
+      stage_store<Lane, Act>(u, act + bufi * buf_slots, res + bufi * buf_slots,
+                             c_in_buf * chunk_slots + st_slot);
+  };
+  auto residual_flags = [&](int first, int count) {
     if constexpr (T::rac) {
-      if (tid < SL::slab_chunks) {
-        const int c = chunk_begin + slab_first + tid;
-        const int kb0 = c * DL::chunk_k / T::block_size;
+      for (int c = tid; c < count; c += SL::threads) {
+        const int i = first + c;
+        const int kb0 = (chunk_begin + i) * DL::chunk_k / T::block_size;
         const int nkb = p.K / T::block_size;
         int any = 0;
-        if (slab_first + tid < nchunks)
+        if (i < nchunks)
           for (int b = 0; b < DL::chunk_k / T::block_size; ++b)
-            if (kb0 + b < nkb && __ldg(p.slot + kb0 + b) >= 0) any = 1;
-        res_flag[buf][tid] = any;
+            if (kb0 + b < nkb && __ldg(slot_table + kb0 + b) >= 0) any = 1;
+        res_flag[resident ? i : i % (2 * SL::slab_chunks)] = any;
       }
     }
   };
-  const int nslabs = (nchunks + SL::slab_chunks - 1) / SL::slab_chunks;
-  staged_unit<Act> pre[max_units];
+  constexpr int batch = SL::slab_chunks;  // units in flight per thread while staging
+  staged_unit<Act> pre[batch];
   {
+    const int first_len = resident ? nchunks : min(SL::slab_chunks, nchunks);
+    residual_flags(0, first_len);
+    for (int c0 = 0; c0 < first_len; c0 += batch) {
 #pragma unroll
-    for (int i = 0; i < max_units; ++i) {
-      int m, k, slot;
-      bool valid;
-      unit_coords(0, tid + i * SL::threads, m, k, slot, valid);
-      pre[i] = stage_load<Lane, Act>(p, p.slot, m, k, valid);
-    }
-    residual_flags(0, 0);
+      for (int u = 0; u < batch; ++u) pre[u] = stage_chunk_load(c0 + u);
 #pragma unroll
-    for (int i = 0; i < max_units; ++i) {
-      int m, k, slot;
-      bool valid;
-      unit_coords(0, tid + i * SL::threads, m, k, slot, valid);
-      if (slot >= 0) stage_store<Lane, Act>(pre[i], act, res, slot);
+      for (int u = 0; u < batch; ++u)
+        if (c0 + u < first_len) stage_chunk_store(pre[u], c0 + u, 0);
     }
   }
   // chunk 0 into registers, then the ring's last stage in flight
@@ -751,22 +853,18 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   __syncthreads();
 
   for (int s = 0; s < nslabs; ++s) {
-    const int buf = s & 1;
-    const bool next = s + 1 < nslabs;
+    const int buf = resident ? 0 : (s & 1);
+    const bool next = !resident && s + 1 < nslabs;
     if (next) {
 #pragma unroll
-      for (int i = 0; i < max_units; ++i) {
-        int m, k, slot;
-        bool valid;
-        unit_coords((s + 1) * SL::slab_chunks, tid + i * SL::threads, m, k, slot, valid);
-        pre[i] = stage_load<Lane, Act>(p, p.slot, m, k, valid);
-      }
+      for (int u = 0; u < batch; ++u) pre[u] = stage_chunk_load((s + 1) * SL::slab_chunks + u);
     }
-    const uint4* a_buf = act + buf * slab_slots;
-    const uint4* r_buf = res + buf * slab_slots;
-    const int c_end = min(SL::slab_chunks, nchunks - s * SL::slab_chunks);
+    const uint4* a_buf = act + buf * buf_slots;
+    const uint4* r_buf = res + buf * buf_slots;
+    const int c_first = resident ? 0 : s * SL::slab_chunks;
+    const int c_end = resident ? nchunks : min(SL::slab_chunks, nchunks - c_first);
     for (int cl = 0; cl < c_end; ++cl) {
-      const int i = s * SL::slab_chunks + cl;  // split-local chunk
+      const int i = c_first + cl;  // split-local chunk
       // this chunk's codes and scales are in registers (cur); fetch the next chunk's from the
       // ring first, so the shared-memory latency overlaps this chunk's work
       const uint4 wq0 = cur.q0, wq1 = cur.q1;
@@ -779,7 +877,9 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
       }
       if (!warp_active) continue;
       bool any_residual = false;
-      if constexpr (T::rac) any_residual = res_flag[buf][cl] != 0;
+      if constexpr (T::rac) any_residual = res_flag[resident ? i : i % (2 * SL::slab_chunks)] != 0;
+      const uint4* a_chunk = a_buf + cl * chunk_slots;
+      const uint4* r_chunk = r_buf + cl * chunk_slots;
 #pragma unroll
       for (int w = 0; w < DL::words_per_lane; ++w) {
         const int b = (w * 8) / WB;
@@ -791,12 +891,13 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           if (j >= nt) break;
-          const uint4 bv = a_buf[SL::act_slot(nt, cl, j, w, lane)];
+          const int slot = (j * DL::words_per_lane + w) * 32 + lane;
+          const uint4 bv = a_chunk[slot];
           mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], bv.x, bv.y);
           mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], bv.z, bv.w);
           if constexpr (T::rac) {
             if (any_residual) {
-              const uint4 br = r_buf[SL::act_slot(nt, cl, j, w, lane)];
+              const uint4 br = r_chunk[slot];
               if (p.own) {
                 mma_16816<Lane>(acc_r[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
                 mma_16816<Lane>(acc_r[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
@@ -810,18 +911,13 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
       }
     }
     if (next) {
-      residual_flags((s + 1) * SL::slab_chunks, buf ^ 1);
+      const int first = (s + 1) * SL::slab_chunks;
+      residual_flags(first, min(SL::slab_chunks, nchunks - first));
 #pragma unroll
-      for (int i = 0; i < max_units; ++i) {
-        int m, k, slot;
-        bool valid;
-        unit_coords((s + 1) * SL::slab_chunks, tid + i * SL::threads, m, k, slot, valid);
-        if (slot >= 0)
-          stage_store<Lane, Act>(pre[i], act + (buf ^ 1) * slab_slots, res + (buf ^ 1) * slab_slots,
-                                 slot);
-      }
+      for (int u = 0; u < batch; ++u)
+        if (first + u < nchunks) stage_chunk_store(pre[u], u, buf ^ 1);
     }
-    __syncthreads();
+    if (!resident) __syncthreads();
   }
 
   // --- C fragments to this warp's (drained) ring: [token m][row n] floats, residual after -------
@@ -857,25 +953,39 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
     fr.row = m0 + m;
     fr.col = col;
     fr.count = min(W, p.N - col);
+    // the split partials in split order; the loads of G ranks are in flight together (remote
+    // shared memory is slow), G smaller when a residual accumulator doubles the registers
+    constexpr int G = (Epi::reads_residual || W > 16) ? 1 : 2;
 #pragma unroll
     for (int i = 0; i < W; ++i) {
       fr.v[i] = 0.0f;
       fr.r[i] = 0.0f;
     }
-    for (int q = 0; q < splits; ++q) {
-      const unsigned char* base =
-          splits > 1 ? cg::this_cluster().map_shared_rank(ring, q) : ring;
+    for (int q0 = 0; q0 < splits; q0 += G) {
+      float part[G][W];
+      float part_r[Epi::reads_residual ? G : 1][W];
 #pragma unroll
-      for (int i = 0; i < W; ++i) {
-        if (i < fr.count) {
-          const float v = c_at(base, m, nl + i, 0);
-          fr.v[i] = q == 0 ? v : __fadd_rn(fr.v[i], v);
-          if constexpr (Epi::reads_residual) {
-            const float r = c_at(base, m, nl + i, 1);
-            fr.r[i] = q == 0 ? r : __fadd_rn(fr.r[i], r);
+      for (int q = 0; q < G; ++q) {
+        if (q0 + q < splits) {
+          const unsigned char* base =
+              splits > 1 ? cg::this_cluster().map_shared_rank(ring, q0 + q) : ring;
+#pragma unroll
+          for (int i = 0; i < W; ++i) {
+            part[q][i] = i < fr.count ? c_at(base, m, nl + i, 0) : 0.0f;
+            if constexpr (Epi::reads_residual)
+              part_r[q][i] = i < fr.count ? c_at(base, m, nl + i, 1) : 0.0f;
           }
         }
       }
+#pragma unroll
+      for (int q = 0; q < G; ++q)
+        if (q0 + q < splits)
+#pragma unroll
+          for (int i = 0; i < W; ++i) {
+            fr.v[i] = q0 + q == 0 ? part[q][i] : __fadd_rn(fr.v[i], part[q][i]);
+            if constexpr (Epi::reads_residual)
+              fr.r[i] = q0 + q == 0 ? part_r[q][i] : __fadd_rn(fr.r[i], part_r[q][i]);
+          }
     }
     (void)epilogue::apply_node<Epi>(fr, ep);
   }
@@ -1018,7 +1128,10 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
   p.ws_r = p.own ? p.ws + plan.residual_offset() : nullptr;
 
   constexpr int W = epilogue_fragment_width<Epi>;
-  if constexpr (stream_layout::rows_per_cta % W == 0) {
+  // RAC activations stay on the fallback kernel: their streaming instantiation was refused by
+  // the device in the last H200 run (shared-memory attribute, fixed since) and has not run again.
+  if constexpr (!AT::rac && !detail::reads_residual_of<Epi>::value &&
+                stream_layout::rows_per_cta % W == 0) {
     if (plan.splits <= stream_layout::max_splits) {
       // One kernel: streaming mainloop, cluster split-K reduction, fused epilogue.
       using SL = stream_layout;
@@ -1027,9 +1140,18 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       const auto kernel = aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB>
                                     : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB>;
       const int nt = M > 8 ? 2 : 1;
-      const int smem = SL::smem_bytes(nt, AT::rac, St);
+      // Activations resident for the whole K range of a split when that fits next to the ring
+      // and keeps the CTAs of the grid resident together; else double-buffered slabs.
+      const int ctas = plan.splits * ((N + SL::rows_per_cta - 1) / SL::rows_per_cta) *
+                       ((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
+      const int res_bytes = SL::resident_bytes(nt, AT::rac, plan.chunks_per_split, St);
+      const int sms = ::quads::kernels::detail::sm_count();
+      p.resident = plan.chunks_per_split <= SL::max_resident_chunks &&
+                   (res_bytes <= SL::two_per_sm_bytes ||
+                    (res_bytes <= SL::max_smem_bytes && ctas <= (sms > 0 ? sms : 132)));
+      const int smem = p.resident ? res_bytes : SL::smem_bytes(nt, AT::rac, St);
       static const cudaError_t attr_status = [] {
-        const int most = SL::smem_bytes(2, AT::rac, St);
+        const int most = SL::max_smem_bytes;
         cudaError_t e = cudaFuncSetAttribute(detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, most);
         if (e == cudaSuccess)
@@ -1037,9 +1159,11 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, most);
         return e;
       }();
-      if (attr_status != cudaSuccess)
+      if (attr_status != cudaSuccess) {
+        (void)cudaGetLastError();  // do not leave the refusal to the next launcher
         return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit",
                     attr_status);
+      }
       cudaLaunchConfig_t cfg{};
       cfg.gridDim = dim3(static_cast<unsigned>(plan.splits),
                          static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta),
@@ -1054,7 +1178,8 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       attr[0].val.clusterDim.z = 1;
       cfg.attrs = attr;
       cfg.numAttrs = plan.splits > 1 ? 1 : 0;
-      if (const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, Epi::to_params(epi));
+      if (const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, Epi::to_params(epi),
+                                                   detail::stream_groups{});
           e != cudaSuccess)
         return fail(cudaGetErrorString(e), e);
       return ::quads::kernels::detail::after_launch();

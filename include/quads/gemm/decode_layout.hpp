@@ -85,8 +85,14 @@ struct stream_layout {
   static constexpr int tokens_per_cta = 16;
   static constexpr int chunk_k = decode_layout::chunk_k;
   static constexpr int slab_chunks = decode_layout::slab_chunks;
-  static constexpr int stages = 4;
-  static constexpr int max_splits = 8;  //!< portable cluster size
+  static constexpr int stages = 5;
+  static constexpr int max_splits = 8;          //!< portable cluster size
+  static constexpr int default_max_splits = 4;  //!< plan_decode's cap (clusters pack into GPCs)
+  static constexpr int max_resident_chunks = 64;
+  //! Dynamic shared memory asked for one CTA at most: the 227 KB opt-in limit less 1 KB for the
+  //! kernel's static shared memory (the limit counts both; the H200 refused 227 KB + 256 B).
+  static constexpr int max_smem_bytes = 226 * 1024;
+  static constexpr int two_per_sm_bytes = 112 * 1024;  //!< at most this for two CTAs per SM
   //! Bytes of one ring stage of one warp: 32 lanes x 2 rows x 16 code bytes, 16 rows x 8 scale
   //! bytes.
   static constexpr int stage_code_bytes = 32 * 2 * 16;
@@ -99,6 +105,12 @@ struct stream_layout {
   //! Dynamic shared memory of one CTA: two slab buffers (twice with RAC) and the rings.
   QUADS_API static constexpr int smem_bytes(int ntiles, bool rac, int ring_stages = stages) noexcept {
     return 2 * slab_bytes(ntiles) * (rac ? 2 : 1) + warps * ring_stages * stage_bytes;
+  }
+  //! Dynamic shared memory with the activations of `chunks` chunks resident (one buffer).
+  QUADS_API static constexpr int resident_bytes(int ntiles, bool rac, int chunks,
+                                                int ring_stages = stages) noexcept {
+    return chunks * ntiles * decode_layout::words_per_lane * 32 * 16 * (rac ? 2 : 1) +
+           warps * ring_stages * stage_bytes;
   }
   //! Slot (16-byte units) in a slab buffer with `ntiles` tiles: chunk c, tile j, word w, lane.
   QUADS_API static constexpr int act_slot(int ntiles, int c, int j, int w, int lane) noexcept {
@@ -147,8 +159,9 @@ struct decode_plan {
 };
 
 //! Options of `plan_decode`. `splits = 0` picks one: at most two CTAs of `stream_layout` per
-//! SM in one wave, at most `stream_layout::max_splits`, each split keeping at least 4 chunks
-//! (512 values of K).
+//! SM in one wave, at most `stream_layout::default_max_splits` (small clusters pack into the
+//! GPCs; explicit splits up to `max_splits` run as clusters too, more on the fallback path),
+//! each split keeping at least 4 chunks (512 values of K).
 struct decode_options {
   int splits = 0;
   reduction mode = reduction::deterministic;
@@ -175,7 +188,7 @@ constexpr decode_plan plan_decode(int M, int N, int K, bool residual, decode_opt
     const long target = 2L * (sm_count > 0 ? sm_count : 1);
     const long want = target / tiles;
     int cap = p.chunks / 4 > 1 ? p.chunks / 4 : 1;
-    if (cap > S::max_splits) cap = S::max_splits;
+    if (cap > S::default_max_splits) cap = S::default_max_splits;
     splits = want < 1 ? 1 : (want > cap ? cap : static_cast<int>(want));
   }
   if (splits > p.chunks) splits = p.chunks;

@@ -55,63 +55,6 @@ struct fp4_expert_weights {
 
 namespace detail {
 
-//! What the grouped scheduler reads (trivially copyable).
-struct grouped_sched {
-  const int* offsets;
-  int experts;
-  int max_rows;
-  int splits;
-  int n_tiles;
-  std::size_t w_expert_bytes;        //!< N * K / 2
-  std::size_t w_expert_scale_bytes;  //!< N * K / B
-  int slot_stride;                   //!< ints between experts' RAC slot tables (0: shared)
-};
-
-//! Fills `off[0..E]` (offsets clamped to [0, max_rows]) and `prefix[0..E]` (m-tiles of the
-//! experts before e) in shared memory; every thread of the CTA calls it.
-__device__ __forceinline__ void grouped_prefix(const grouped_sched& s, int* off, int* prefix,
-                                               int* warp_total) {
-  const int tid = static_cast<int>(threadIdx.x);
-  const int nthreads = static_cast<int>(blockDim.x);
-  const int E = s.experts;
-  const int per = (E + nthreads - 1) / nthreads;
-  auto clamp_row = [&](int v) { return v < 0 ? 0 : (v > s.max_rows ? s.max_rows : v); };
-  int local = 0;
-  for (int i = 0; i < per; ++i) {
-    const int e = tid * per + i;
-    if (e < E) {
-      const int lo = clamp_row(s.offsets[e]);
-      const int hi = clamp_row(s.offsets[e + 1]);
-      off[e] = lo;
-      if (e == E - 1) off[E] = hi;
-      local += grouped_m_tiles(hi - lo);
-    }
-  }
-  // block-wide exclusive scan of `local`
-  const int lane = tid % 32, warp = tid / 32;
-  int inc = local;
-#pragma unroll
-  for (int d = 1; d < 32; d *= 2) {
-    const int v = __shfl_up_sync(0xffffffffu, inc, d);
-    if (lane >= d) inc += v;
-  }
-  if (lane == 31) warp_total[warp] = inc;
-  __syncthreads();
-  int before = inc - local;
-  for (int w = 0; w < warp; ++w) before += warp_total[w];
-  for (int i = 0; i < per; ++i) {
-    const int e = tid * per + i;
-    if (e < E) {
-      prefix[e] = before;
-      const int lo = clamp_row(s.offsets[e]);
-      const int hi = clamp_row(s.offsets[e + 1]);
-      before += grouped_m_tiles(hi - lo);
-      if (e == E - 1) prefix[E] = before;
-    }
-  }
-  __syncthreads();
-}
-
 //! The grouped mainloop: a persistent CTA walks the flat item list (grouped_layout.hpp).
 template <mma_lane Lane, block_scaled_format WF, class Act>
 __global__ void __launch_bounds__(decode_layout::threads)
@@ -212,13 +155,86 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
   s.slot_stride = 0;
   if constexpr (AT::rac) s.slot_stride = a.slot_expert_stride;
 
+  constexpr int W = epilogue_fragment_width<Epi>;
+  // RAC activations stay on the fallback kernel (see decode_gemm).
+  // The streaming grid has a CTA per possible m-tile; when that is more than one wave of two CTAs
+  // per SM (prefill-sized routings) the persistent fallback kernel was faster on the H200
+  // (Qwen3-30B-A3B gate_up, 126 active experts, 128 rows: 169 us streaming, 152 us persistent).
+  const long stream_ctas = static_cast<long>(plan.splits) *
+                           ((N + stream_layout::rows_per_cta - 1) / stream_layout::rows_per_cta) *
+                           plan.stream_m_tiles;
+  const int sm_now = ::quads::kernels::detail::sm_count();
+  const bool one_wave = stream_ctas <= 2L * (sm_now > 0 ? sm_now : 132);
+  if constexpr (!AT::rac && !detail::reads_residual_of<Epi>::value &&
+                stream_layout::rows_per_cta % W == 0) {
+    if (one_wave && plan.splits <= stream_layout::max_splits && plan.stream_m_tiles <= 65535) {
+      // The streaming kernel (decode.cuh), one CTA per (split, 128-row n-tile, m-tile slot);
+      // slots beyond the routing's m-tiles leave at once.
+      using SL = stream_layout;
+      using Tn = stream_tuning<>;
+      constexpr int St = Tn::stages, MinB = Tn::min_blocks;
+      const bool aligned_k = K % decode_layout::chunk_k == 0;
+      const auto kernel =
+          aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true>
+                    : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true>;
+      const int nt = M > 8 ? 2 : 1;
+      const int n128 = (N + SL::rows_per_cta - 1) / SL::rows_per_cta;
+      const long ctas = static_cast<long>(plan.splits) * n128 * plan.stream_m_tiles;
+      const int table_bytes = (2 * (E + 1) + SL::warps) * 4;
+      const int res_bytes = SL::resident_bytes(nt, AT::rac, plan.chunks_per_split, St) + table_bytes;
+      const int sms = ::quads::kernels::detail::sm_count();
+      p.resident = plan.chunks_per_split <= SL::max_resident_chunks &&
+                   (res_bytes <= SL::two_per_sm_bytes ||
+                    (res_bytes <= SL::max_smem_bytes && ctas <= (sms > 0 ? sms : 132)));
+      const int body = p.resident ? res_bytes - table_bytes : SL::smem_bytes(nt, AT::rac, St);
+      const int smem = body + table_bytes;
+      static const cudaError_t attr_status = [] {
+        cudaError_t e = cudaFuncSetAttribute(
+            detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true>,
+            cudaFuncAttributeMaxDynamicSharedMemorySize, SL::max_smem_bytes);
+        if (e == cudaSuccess)
+          e = cudaFuncSetAttribute(detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, SL::max_smem_bytes);
+        return e;
+      }();
+      if (attr_status != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fail("quads: grouped_gemm: cannot raise the kernel's dynamic shared memory limit",
+                    attr_status);
+      }
+      if (smem > SL::max_smem_bytes)
+        return fail("quads: grouped_gemm: too many experts for the shared-memory tables");
+      detail::stream_groups gs{};
+      gs.sched = s;
+      gs.experts = E;
+      gs.table_offset = body;
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(static_cast<unsigned>(plan.splits), static_cast<unsigned>(n128),
+                         static_cast<unsigned>(plan.stream_m_tiles));
+      cfg.blockDim = dim3(SL::threads);
+      cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
+      cfg.stream = stream;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = static_cast<unsigned>(plan.splits);
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = plan.splits > 1 ? 1 : 0;
+      if (const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, Epi::to_params(epi), gs);
+          e != cudaSuccess)
+        return fail(cudaGetErrorString(e), e);
+      return ::quads::kernels::detail::after_launch();
+    }
+  }
+
+  // Fallback: the persistent decode_layout kernel with a split-K workspace and epilogue pass.
   if (plan.mode == reduction::atomic)
     if (const cudaError_t e = cudaMemsetAsync(workspace, 0, plan.workspace_bytes, stream);
         e != cudaSuccess)
       return fail(cudaGetErrorString(e), e);
   detail::grouped_mainloop<Lane, WF, Act>
       <<<static_cast<unsigned>(plan.ctas), decode_layout::threads, 0, stream>>>(p, s);
-  constexpr int W = epilogue_fragment_width<Epi>;
   const long long frags = static_cast<long long>(M) * ((N + W - 1) / W);
   const unsigned blocks = static_cast<unsigned>((frags + 127) / 128);
   detail::grouped_epilogue<Epi, W><<<blocks, 128, 0, stream>>>(

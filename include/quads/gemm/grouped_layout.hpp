@@ -36,7 +36,8 @@ struct grouped_plan {
   int chunks = 0;            //!< ceil(K / chunk_k)
   int chunks_per_split = 0;
   int n_tiles = 0;           //!< ceil(N / rows_per_cta)
-  int ctas = 0;              //!< persistent grid size
+  int ctas = 0;              //!< persistent grid size (fallback kernel)
+  int stream_m_tiles = 0;    //!< m-tile slots of the streaming kernel's grid (max_m_tiles())
   reduction mode = reduction::deterministic;
   bool residual = false;     //!< a second accumulator (RAC composition (b), `own` scale)
   ::cuda::std::size_t workspace_bytes = 0;
@@ -77,14 +78,17 @@ constexpr grouped_plan plan_grouped(int max_rows, int N, int K, int experts, boo
   using L = decode_layout;
   p.chunks = (K + L::chunk_k - 1) / L::chunk_k;
   p.n_tiles = (N + L::rows_per_cta - 1) / L::rows_per_cta;
+  using S = stream_layout;
   const long by_rows = (static_cast<long>(max_rows) + L::tokens_per_cta - 1) / L::tokens_per_cta;
   const long by_experts = experts < max_rows ? experts : max_rows;
-  const long tiles = (by_rows > by_experts ? by_rows : by_experts) * p.n_tiles;
+  const long tiles = (by_rows > by_experts ? by_rows : by_experts) *
+                     ((N + S::rows_per_cta - 1) / S::rows_per_cta);
   const long sms = sm_count > 0 ? sm_count : 1;
   int splits = opt.splits;
   if (splits <= 0) {
-    const long want = (2 * sms + tiles - 1) / tiles;
-    const int cap = p.chunks / 4 > 1 ? p.chunks / 4 : 1;
+    const long want = 2 * sms / tiles;
+    int cap = p.chunks / 4 > 1 ? p.chunks / 4 : 1;
+    if (cap > S::default_max_splits) cap = S::default_max_splits;
     splits = want < 1 ? 1 : (want > cap ? cap : static_cast<int>(want));
   }
   if (splits > p.chunks) splits = p.chunks;
@@ -93,6 +97,7 @@ constexpr grouped_plan plan_grouped(int max_rows, int N, int K, int experts, boo
   const long items = p.max_m_tiles() * p.n_tiles * p.splits;
   const long cap_ctas = 4 * sms;  // resident CTAs of 128 threads at ~100 registers
   p.ctas = static_cast<int>(items < cap_ctas ? (items > 0 ? items : 1) : cap_ctas);
+  p.stream_m_tiles = static_cast<int>(p.max_m_tiles());
   const ::cuda::std::size_t per =
       p.partial_floats() * static_cast<::cuda::std::size_t>(p.stored_partials());
   p.workspace_bytes = per * (residual ? 2u : 1u) * sizeof(float);
