@@ -1,0 +1,82 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Host tests of the streaming decode kernel's index maps and launch arithmetic
+//!        (quads/gemm/decode_layout.hpp, `stream_layout`): the staging slot of every (token,
+//!        octet) is distinct and is the slot the MMA side reads for the same (token, k); the
+//!        shared-memory sizes fit the H200's limits for the decode shapes; plan_decode's splits.
+#include <quads/gemm/decode_layout.hpp>
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <vector>
+
+namespace qg = quads::gemm;
+using SL = qg::stream_layout;
+using DL = qg::decode_layout;
+
+TEST_SUITE("gemm.stream_layout") {
+
+TEST_CASE("every staged activation octet lands in the slot the MMA fragment reads") {
+  for (int nt : {1, 2})
+    for (int chunks : {1, 4, 16}) {
+      std::vector<int> owner(static_cast<std::size_t>(chunks) * nt * 4 * 32, -1);
+      // staging side: thread (n = token, o = octet) of chunk c writes stage_slot
+      for (int c = 0; c < chunks; ++c)
+        for (int n = 0; n < 8 * nt; ++n)
+          for (int o = 0; o < 16; ++o) {
+            const int slot = SL::stage_slot(nt, c, n, o);
+            REQUIRE(slot >= 0);
+            REQUIRE(slot < static_cast<int>(owner.size()));
+            REQUIRE(owner[static_cast<std::size_t>(slot)] == -1);  // no two octets share a slot
+            owner[static_cast<std::size_t>(slot)] = (c * 16 + n) * 16 + o;
+          }
+      // MMA side: lane (g, t), tile j, word w of chunk c reads token 8 j + g at k = word_k
+      for (int c = 0; c < chunks; ++c)
+        for (int j = 0; j < nt; ++j)
+          for (int w = 0; w < DL::words_per_lane; ++w)
+            for (int lane = 0; lane < 32; ++lane) {
+              const int g = lane / 4, t = lane % 4;
+              const int slot = c * (nt * DL::words_per_lane * 32) + (j * DL::words_per_lane + w) * 32 + lane;
+              CHECK(slot == SL::act_slot(nt, c, j, w, lane));
+              const int k_in_chunk = DL::word_k(c, t, w) - c * DL::chunk_k;
+              const int want = (c * 16 + 8 * j + g) * 16 + k_in_chunk / 8;
+              REQUIRE(owner[static_cast<std::size_t>(slot)] == want);
+            }
+    }
+}
+
+TEST_CASE("the C tile written per warp fits the warp's drained ring and the smem fits the H200") {
+  // 16 tokens x 16 rows of fp32, twice with a residual accumulator
+  CHECK(2 * 16 * 16 * 4 <= SL::stages * SL::stage_bytes);
+  // two CTAs per SM need <= two_per_sm_bytes each; 2 x (112 KB + 1 KB) <= 228 KB
+  CHECK(2 * (SL::two_per_sm_bytes + 1024) <= 228 * 1024);
+  // the decode shapes of issue 6 at M = 16: 14336x4096 (2 splits, 16 chunks) and 8192x8192
+  // (4 splits, 16 chunks) keep two CTAs per SM with resident activations
+  CHECK(SL::resident_bytes(2, false, 16) <= SL::two_per_sm_bytes);
+  // 4096x14336 (4 splits, 28 chunks) is resident at one CTA per SM
+  CHECK(SL::resident_bytes(2, false, 28) <= SL::max_smem_bytes);
+  CHECK(SL::resident_bytes(2, false, 28) > SL::two_per_sm_bytes);
+  // slab mode always fits two per SM
+  CHECK(SL::smem_bytes(2, false) <= SL::two_per_sm_bytes);
+}
+
+TEST_CASE("plan_decode picks small clusters and one wave for the decode shapes") {
+  struct want {
+    int N, K, splits;
+  };
+  for (const want w : {want{14336, 4096, 2}, want{4096, 14336, 4}, want{8192, 8192, 4}})
+    for (int M : {1, 4, 8, 16}) {
+      const auto p = qg::plan_decode(M, w.N, w.K, false, {}, 132);
+      INFO("N " << w.N << " K " << w.K << " M " << M);
+      CHECK(p.splits == w.splits);
+      CHECK(p.splits <= SL::default_max_splits);
+      const int ctas = p.splits * ((w.N + SL::rows_per_cta - 1) / SL::rows_per_cta);
+      CHECK(ctas <= 2 * 132);
+    }
+  // explicit splits beyond the default cap are kept (clusters up to max_splits)
+  CHECK(qg::plan_decode(16, 4096, 14336, false, {8}).splits == 8);
+}
+
+} // TEST_SUITE
