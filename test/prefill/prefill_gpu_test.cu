@@ -16,6 +16,7 @@
 #include <quads/epilogue/epilogue.hpp>
 #include <quads/gemm/reference.hpp>
 
+#include <test_support/gpu_main.hpp>
 #include <test_support/seed.hpp>
 
 #include <cuda_runtime.h>
@@ -359,18 +360,5 @@ TEST_SUITE("gemm.prefill") {
 } // TEST_SUITE
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::puts("quads prefill GPU tests: no CUDA device, skipping (exit 77)");
-    return 77;
-  }
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || prop.major != 9) {
-    std::puts("quads prefill GPU tests: need an sm_90 GPU (wgmma), skipping (exit 77)");
-    return 77;
-  }
-  std::printf("quads prefill GPU tests on %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
-  (void)quads_test::seed();
-  doctest::Context context(argc, argv);
-  return context.run();
+  return quads_test::gpu_main(argc, argv, "prefill", {9, 9, "an sm_90 GPU (wgmma)"});
 }
