@@ -193,9 +193,9 @@ void register_gemm_suite() {
   // tuning variants of the streaming kernel (ring depth, CTAs per SM asked of ptxas)
   for (const auto& [N, K] : decode_shapes)
     for (int M : {1, 16}) {
-      register_decode<qg::stream_tuning<6, 2>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/ring6");
-      register_decode<qg::stream_tuning<3, 2>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/ring3");
-      register_decode<qg::stream_tuning<4, 3>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/minblocks3");
+      register_decode<qg::stream_tuning<5, 2>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/ring5");
+      register_decode<qg::stream_tuning<4, 2>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/ring4");
+      register_decode<qg::stream_tuning<3, 3>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/minblocks3");
     }
   register_grouped(8, 8);
   register_grouped(126, 128);
