@@ -93,6 +93,7 @@ void register_decode(operand op, int M, int N, int K, qg::reduction mode, const 
     const qe::alpha_source alpha{.a = tsp, .a_mode = qe::scale_source::tensor, .w = tsp + 1,
                                  .w_mode = qe::scale_source::tensor};
     const bool ok = qb::measure(state, policy, slots, bytes, [&](int s, cudaStream_t st) {
+      const cudaError_t e = [&]() -> cudaError_t {
       const qg::fp4_weights<quads::nvfp4> w{wd[s].get<const std::uint8_t>(), wsc[s].get<const std::uint8_t>()};
       switch (op) {
       case operand::w4a4:
@@ -118,6 +119,9 @@ void register_decode(operand op, int M, int N, int K, qg::reduction mode, const 
                                               quads::compensation::residual_scale::own},
             epi_own::arguments{alpha, alpha, {y.get<__nv_bfloat16>(), N}}, ws.get(), st);
       }
+      }();
+      if (e != cudaSuccess) qb::last_message() = quads::kernels::last_error_message();
+      return e;
     });
     if (!ok) return;
     state.counters["splits"] = plan.splits;
@@ -170,10 +174,12 @@ void register_grouped(int active, int rows) {
     const qe::alpha_source alpha{.a = tsp + E, .a_mode = qe::scale_source::tensor, .w = tsp,
                                  .w_mode = qe::scale_source::expert, .expert_of_row = er.get<const int>()};
     const bool ok = qb::measure(state, policy, slots, bytes, [&](int s, cudaStream_t st) {
-      return qg::grouped_gemm<qg::bf16_lane, epi>(
+      const cudaError_t e = qg::grouped_gemm<qg::bf16_lane, epi>(
           plan, qg::fp4_expert_weights<quads::nvfp4>{wd[s].get<const std::uint8_t>(), wsc[s].get<const std::uint8_t>(), E},
           qg::fp4_activations<quads::nvfp4>{ad.get<const std::uint8_t>(), asc.get<const std::uint8_t>()},
           off.get<const int>(), epi::arguments{alpha, {y.get<__nv_bfloat16>(), N}}, ws.get(), st);
+      if (e != cudaSuccess) qb::last_message() = quads::kernels::last_error_message();
+      return e;
     });
     if (!ok) return;
     state.counters["splits"] = plan.splits;

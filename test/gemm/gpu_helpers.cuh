@@ -24,8 +24,8 @@ namespace quads_gemm_test {
   do {                                                                                             \
     const cudaError_t quads_e_ = (expr);                                                           \
     if (quads_e_ != cudaSuccess)                                                                   \
-      FAIL(#expr << " -> " << cudaGetErrorString(quads_e_) << " ("                                 \
-                 << ::quads::kernels::last_error_message() << ")");                                \
+      FAIL(#expr << " -> " << std::string(cudaGetErrorString(quads_e_)) << " ("                    \
+                 << std::string(::quads::kernels::last_error_message()) << ")");                   \
   } while (0)
 
 //! A device allocation of `n` elements of `T`, filled with a non-zero pattern.
