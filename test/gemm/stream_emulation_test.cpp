@@ -1,0 +1,169 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Host tests of the streaming decode kernel's algorithm through its byte-level emulation
+//!        (stream_emulation.hpp) against the float64 reference: W4A4 NVFP4 (bf16 and fp16
+//!        lanes), W4A16, MXFP4 and RAC (b) shared / own, odd shapes (partial warps, CTAs and
+//!        chunks, 8-byte rows, scale rows not a multiple of 4 bytes), 1-5 splits, ring depths 2-5.
+#include <doctest/doctest.h>
+
+#include "gemm_fixtures.hpp"
+#include "stream_emulation.hpp"
+
+#include <quads/gemm/decode_layout.hpp>
+#include <quads/gemm/reference.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace qg = quads::gemm;
+namespace qgr = quads::gemm::reference;
+namespace qt = quads_gemm_test;
+
+namespace {
+
+void check_close(const std::vector<float>& got, const std::vector<double>& want,
+                 const std::vector<double>& abs_sum, int splits, const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double tol = (splits + 1) * std::ldexp(1.0, -23) * abs_sum[i] + 1e-300;
+    if (std::fabs(got[i] - want[i]) > tol) {
+      FAIL_CHECK(what << ": element " << i << " got " << got[i] << " want " << want[i]
+                      << " (tolerance " << tol << ")");
+      return;
+    }
+  }
+}
+
+struct shape {
+  int M, N, K, splits, stages;
+};
+
+// M: one partial n8 tile, 16 tokens, two token tiles; N: a partial warp, a partial CTA, two
+// CTAs; K: one block, 8-byte rows (K % 32 == 16), scale rows of 5 / 33 bytes, whole chunks.
+const shape shapes[] = {
+    {1, 16, 16, 1, 3},    {3, 48, 80, 1, 2},    {16, 144, 528, 3, 3},  {17, 48, 640, 2, 4},
+    {5, 130, 1024, 4, 5}, {9, 272, 2048, 5, 3}, {2, 16, 16 * 33, 1, 3}, {40, 16, 384, 3, 2},
+};
+
+template <class Lane>
+void run_w4a4() {
+  auto g = quads_test::rng(std::string("gemm.stream_emulation.w4a4.") + Lane::name);
+  for (const shape s : shapes) {
+    CAPTURE(s.M);
+    CAPTURE(s.N);
+    CAPTURE(s.K);
+    CAPTURE(s.splits);
+    const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
+    const auto a = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
+    const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
+    qt::emu_problem p;
+    p.M = s.M;
+    p.N = s.N;
+    p.K = s.K;
+    p.w_data = w.data.data();
+    p.w_scales = w.scales.data();
+    p.kind = qt::act_kind::fp4;
+    p.a_data = a.data.data();
+    p.a_scales = a.scales.data();
+    p.a_row_bytes = s.K / 2;
+    p.a_scale_cols = s.K / 16;
+    const auto got = qt::emulate_stream<Lane, quads::nvfp4>(p, plan, true, s.stages);
+    const auto ref = qgr::w4a4(a, w);
+    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream w4a4");
+  }
+}
+
+} // namespace
+
+TEST_SUITE("gemm.stream_emulation") {
+
+TEST_CASE("the streaming kernel's emulation (W4A4 NVFP4, bf16 lanes) matches the float64 reference") {
+  run_w4a4<qg::bf16_lane>();
+}
+
+TEST_CASE("the streaming kernel's emulation (W4A4 NVFP4, fp16 lanes) matches the float64 reference") {
+  run_w4a4<qg::fp16_lane>();
+}
+
+TEST_CASE("the streaming kernel's emulation (W4A16 bf16) matches the float64 reference") {
+  auto g = quads_test::rng("gemm.stream_emulation.w4a16");
+  for (const shape s : shapes) {
+    CAPTURE(s.K);
+    const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
+    const auto a = qt::to_dense16<qg::bf16_lane>(qt::random_matrix(g, s.M, s.K));
+    const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
+    qt::emu_problem p;
+    p.M = s.M;
+    p.N = s.N;
+    p.K = s.K;
+    p.w_data = w.data.data();
+    p.w_scales = w.scales.data();
+    p.kind = qt::act_kind::dense;
+    p.a_dense = a.bits.data();
+    const auto got = qt::emulate_stream<qg::bf16_lane, quads::nvfp4>(p, plan, false, s.stages);
+    const auto ref = qgr::w4a16(a.values, s.M, w);
+    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream w4a16");
+  }
+}
+
+TEST_CASE("the streaming kernel's emulation (MXFP4, 32-blocks) matches the float64 reference") {
+  auto g = quads_test::rng("gemm.stream_emulation.mxfp4");
+  const shape mx[] = {{1, 16, 32, 1, 3}, {3, 48, 96, 1, 2}, {16, 80, 160, 2, 3}, {19, 144, 1056, 3, 4}, {4, 16, 512, 2, 3}};
+  for (const shape s : mx) {
+    CAPTURE(s.K);
+    const auto w = qt::quantize<quads::mxfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
+    const auto a = qt::quantize<quads::mxfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
+    const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
+    qt::emu_problem p;
+    p.M = s.M;
+    p.N = s.N;
+    p.K = s.K;
+    p.w_data = w.data.data();
+    p.w_scales = w.scales.data();
+    p.kind = qt::act_kind::fp4;
+    p.a_data = a.data.data();
+    p.a_scales = a.scales.data();
+    p.a_row_bytes = s.K / 2;
+    p.a_scale_cols = s.K / 32;
+    const auto got = qt::emulate_stream<qg::bf16_lane, quads::mxfp4>(p, plan, true, s.stages);
+    const auto ref = qgr::w4a4(a, w);
+    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream mxfp4");
+  }
+}
+
+TEST_CASE("the streaming kernel's emulation of RAC (b), shared and own, matches the reference") {
+  auto g = quads_test::rng("gemm.stream_emulation.rac");
+  for (const auto mode : {quads::compensation::residual_scale::shared,
+                          quads::compensation::residual_scale::own}) {
+    for (const shape s : shapes) {
+      if (s.K < 48) continue;
+      CAPTURE(s.K);
+      const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
+      const auto rac = qt::make_rac(qt::random_matrix(g, s.M, s.K), s.M, s.K, 2, 1, mode);
+      const auto slot = rac.sel.slot_table();
+      const bool own = mode == quads::compensation::residual_scale::own;
+      const auto plan = qg::plan_decode(s.M, s.N, s.K, own, {s.splits});
+      qt::emu_problem p;
+      p.M = s.M;
+      p.N = s.N;
+      p.K = s.K;
+      p.w_data = w.data.data();
+      p.w_scales = w.scales.data();
+      p.kind = qt::act_kind::rac;
+      p.a_data = rac.act.data.data();
+      p.a_scales = rac.act.scales.data();
+      p.a_row_bytes = rac.act.augmented_channels() / 2;
+      p.a_scale_cols = rac.act.augmented_channels() / 16;
+      p.slot = slot.data();
+      p.own = own;
+      const auto got = qt::emulate_stream<qg::bf16_lane, quads::nvfp4>(p, plan, true, s.stages);
+      const auto ref = qgr::w4a4_rac(rac.act, w, rac.sel);
+      check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream rac main");
+      if (own) check_close(got.acc_r, ref.acc_r, ref.abs_sum, plan.splits, "stream rac residual");
+    }
+  }
+}
+
+} // TEST_SUITE
