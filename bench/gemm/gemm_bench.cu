@@ -197,12 +197,18 @@ void register_gemm_suite() {
       for (operand op : {operand::w4a4, operand::w4a16, operand::rac_shared, operand::rac_own})
         register_decode(op, M, N, K, qg::reduction::deterministic);
   // tuning variants of the streaming kernel (ring depth, CTAs per SM asked of ptxas)
-  for (const auto& [N, K] : decode_shapes)
+  // (experimental, stream_tuning: fixed token tiles, two accumulator sets, 3 CTAs per SM)
+  for (const auto& [N, K] : decode_shapes) {
     for (int M : {1, 16}) {
       register_decode<qg::stream_tuning<5, 2>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/ring5");
       register_decode<qg::stream_tuning<4, 2>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/ring4");
-      register_decode<qg::stream_tuning<3, 3>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/minblocks3");
     }
+    register_decode<qg::stream_tuning<3, 2, 1>>(operand::w4a4, 1, N, K, qg::reduction::deterministic, "/fixedtiles");
+    register_decode<qg::stream_tuning<3, 2, 2>>(operand::w4a4, 16, N, K, qg::reduction::deterministic, "/fixedtiles");
+    register_decode<qg::stream_tuning<3, 2, 1, true>>(operand::w4a4, 1, N, K, qg::reduction::deterministic, "/dualacc");
+    register_decode<qg::stream_tuning<3, 2, 2, true>>(operand::w4a4, 16, N, K, qg::reduction::deterministic, "/dualacc");
+    register_decode<qg::stream_tuning<3, 3, 1>>(operand::w4a4, 1, N, K, qg::reduction::deterministic, "/minblocks3");
+  }
   register_grouped(8, 8);
   register_grouped(126, 128);
 }

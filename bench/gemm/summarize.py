@@ -17,7 +17,7 @@ for b in d["benchmarks"]:
         print("ERROR", b["name"], b["error_message"])
         continue
     n = b["name"]
-    m = re.match(r"gemm/decode/(\w+)/M(\d+)_W(\d+)x(\d+)/deterministic/(ring\d|minblocks\d)", n)
+    m = re.match(r"gemm/decode/(\w+)/M(\d+)_W(\d+)x(\d+)/deterministic/(ring\d|minblocks\d|fixedtiles|dualacc)", n)
     if m:
         variants.append(f"{m[5]} {m[1]} M{m[2]} {m[3]}x{m[4]}: {b['us']:.2f} us ({b['frac_copy']:.2f} of copy)")
         continue

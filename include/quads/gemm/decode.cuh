@@ -654,7 +654,7 @@ struct stream_groups {
 //! warps stream their weights without meeting again until the epilogue; otherwise slabs of
 //! `slab_chunks` chunks in two alternating buffers (one barrier per slab).
 template <mma_lane Lane, block_scaled_format WF, class Act, class Epi, int W, bool Aligned, int S,
-          int MinBlocks, bool Grouped = false>
+          int MinBlocks, bool Grouped = false, int FixedTiles = 0, bool DualAcc = false>
 __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
     stream_mainloop(const __grid_constant__ decode_params p,
                     const __grid_constant__ typename Epi::params ep,
@@ -675,7 +675,8 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   const int split = static_cast<int>(blockIdx.x);
   const int splits = static_cast<int>(gridDim.x);
   const int n_cta = static_cast<int>(blockIdx.y) * SL::rows_per_cta;
-  const int nt = p.M > 8 ? 2 : 1;  // uniform over the grid (the smem carve-up depends on it)
+  // uniform over the grid (the smem carve-up depends on it)
+  const int nt = FixedTiles != 0 ? FixedTiles : (p.M > 8 ? 2 : 1);
   int m0 = static_cast<int>(blockIdx.z) * SL::tokens_per_cta;
   int m_end = min(m0 + SL::tokens_per_cta, p.M);
   const std::uint8_t* w_data = p.w_data;
@@ -776,6 +777,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
 
   float acc[2][4] = {};
   float acc_r[2][4] = {};
+  float acc2[DualAcc ? 2 : 1][4] = {};  // odd words (DualAcc)
 
   struct ring_regs {
     uint4 q0, q1;         // codes of rows g, g + 8
@@ -893,8 +895,14 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
           if (j >= nt) break;
           const int slot = (j * DL::words_per_lane + w) * 32 + lane;
           const uint4 bv = a_chunk[slot];
-          mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], bv.x, bv.y);
-          mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], bv.z, bv.w);
+          if constexpr (DualAcc) {
+            float(&d)[4] = (w & 1) ? acc2[j] : acc[j];
+            mma_16816<Lane>(d, ag[0], ag8[0], ag[1], ag8[1], bv.x, bv.y);
+            mma_16816<Lane>(d, ag[2], ag8[2], ag[3], ag8[3], bv.z, bv.w);
+          } else {
+            mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], bv.x, bv.y);
+            mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], bv.z, bv.w);
+          }
           if constexpr (T::rac) {
             if (any_residual) {
               const uint4 br = r_chunk[slot];
@@ -923,6 +931,11 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   // --- C fragments to this warp's (drained) ring: [token m][row n] floats, residual after -------
   cp_async_wait<0>();
   __syncwarp();
+  if constexpr (DualAcc)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], acc2[j][e]);
   float* cw = reinterpret_cast<float*>(my_ring);
 #pragma unroll
   for (int j = 0; j < 2; ++j)
@@ -1136,10 +1149,16 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       // One kernel: streaming mainloop, cluster split-K reduction, fused epilogue.
       using SL = stream_layout;
       constexpr int St = Tuning::stages, MinB = Tuning::min_blocks;
+      constexpr int FT = Tuning::fixed_tiles;
+      constexpr bool DA = Tuning::dual_acc;
       const bool aligned_k = K % decode_layout::chunk_k == 0;
-      const auto kernel = aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB>
-                                    : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB>;
+      const auto kernel =
+          aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>
+                    : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA>;
       const int nt = M > 8 ? 2 : 1;
+      if (FT != 0 && FT != nt)
+        return fail("quads: decode_gemm: stream_tuning's FixedTiles does not match M (1: M <= 8, "
+                    "2: M > 8)");
       // Activations resident for the whole K range of a split when that fits next to the ring
       // and keeps the CTAs of the grid resident together; else double-buffered slabs.
       const int ctas = plan.splits * ((N + SL::rows_per_cta - 1) / SL::rows_per_cta) *
@@ -1152,11 +1171,13 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       const int smem = p.resident ? res_bytes : SL::smem_bytes(nt, AT::rac, St);
       static const cudaError_t attr_status = [] {
         const int most = SL::max_smem_bytes;
-        cudaError_t e = cudaFuncSetAttribute(detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+        cudaError_t e = cudaFuncSetAttribute(
+            detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>,
+            cudaFuncAttributeMaxDynamicSharedMemorySize, most);
         if (e == cudaSuccess)
-          e = cudaFuncSetAttribute(detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+          e = cudaFuncSetAttribute(
+              detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA>,
+              cudaFuncAttributeMaxDynamicSharedMemorySize, most);
         return e;
       }();
       if (attr_status != cudaSuccess) {

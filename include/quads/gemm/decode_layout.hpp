@@ -125,11 +125,20 @@ struct stream_layout {
 //! Compile-time tuning of the streaming kernel: ring stages per warp and the minimum resident
 //! CTAs per SM asked of the register allocator (`__launch_bounds__`). The default is what
 //! `decode_gemm` uses unless a tuning is named explicitly (the benchmark compares some).
-template <int Stages = stream_layout::stages, int MinBlocks = 2>
+//! Experimental knobs (not measured when written; the benchmark runs them as variants):
+//! `FixedTiles` = 1 or 2 fixes the number of n8 token tiles at compile time (the call must have
+//! M <= 8, resp. M > 8; 0 = decided at run time); `DualAcc` accumulates even and odd words of a
+//! chunk in two accumulator sets (shorter MMA dependency chains; a different fp32 summation
+//! order, within the same error bound).
+template <int Stages = stream_layout::stages, int MinBlocks = 2, int FixedTiles = 0,
+          bool DualAcc = false>
 struct stream_tuning {
   static_assert(Stages >= 2, "quads: the ring needs at least two stages");
+  static_assert(FixedTiles >= 0 && FixedTiles <= 2, "quads: FixedTiles is 0, 1 or 2");
   static constexpr int stages = Stages;
   static constexpr int min_blocks = MinBlocks;
+  static constexpr int fixed_tiles = FixedTiles;
+  static constexpr bool dual_acc = DualAcc;
 };
 
 //! How to run one decode GEMM: split-K factor and workspace size (host side).
