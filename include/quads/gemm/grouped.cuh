@@ -39,6 +39,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace quads::gemm {
 
@@ -100,6 +102,19 @@ __global__ void __launch_bounds__(128)
   epilogue_fragment_at<Epi, W>(ws, ws_r, max_rows, N, partials, ep, m, col);
 }
 
+//! Diagnostics: the environment variable QUADS_GROUPED_KERNEL = `persistent` or `streaming`
+//! replaces `grouped_kernel::automatic` (read once per process), so a whole test binary can be
+//! run on one path without code changes (A/B runs on the device).
+inline grouped_kernel grouped_kernel_from_env() {
+  static const grouped_kernel k = [] {
+    const char* v = std::getenv("QUADS_GROUPED_KERNEL");
+    if (v != nullptr && std::strcmp(v, "persistent") == 0) return grouped_kernel::persistent;
+    if (v != nullptr && std::strcmp(v, "streaming") == 0) return grouped_kernel::streaming;
+    return grouped_kernel::automatic;
+  }();
+  return k;
+}
+
 } // namespace detail
 
 //! Runs the grouped GEMM planned by `plan_grouped(max_rows, N, K, experts, residual)` (see the
@@ -157,17 +172,18 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
 
   constexpr int W = epilogue_fragment_width<Epi>;
   // RAC activations stay on the fallback kernel (see decode_gemm).
-  // The streaming grid has a CTA per possible m-tile; when that is more than one wave of two CTAs
-  // per SM (prefill-sized routings) the persistent fallback kernel was faster on the H200
-  // (Qwen3-30B-A3B gate_up, 126 active experts, 128 rows: 169 us streaming, 152 us persistent).
-  const long stream_ctas = static_cast<long>(plan.splits) *
-                           ((N + stream_layout::rows_per_cta - 1) / stream_layout::rows_per_cta) *
-                           plan.stream_m_tiles;
-  const int sm_now = ::quads::kernels::detail::sm_count();
-  const bool one_wave = stream_ctas <= 2L * (sm_now > 0 ? sm_now : 132);
+  // Non-RAC operands run the streaming kernel at every routing size (`grouped_kernel::automatic`).
+  // Until fae235d the persistent kernel took routings whose streaming grid is more than one wave
+  // (it was faster there: Qwen3-30B-A3B gate_up, 128 rows, 169 us streaming vs 152 us
+  // persistent), but the MoE layer's non-RAC grouped GEMMs on the persistent kernel gave wrong
+  // results on the H200 (23:51 and 00:25 UTC; docs/gemm.md, "Grouped expert GEMM"), while the
+  // streaming kernel passed the same layer tests; `grouped_kernel::persistent` still selects it.
+  const grouped_kernel choice =
+      plan.kernel == grouped_kernel::automatic ? detail::grouped_kernel_from_env() : plan.kernel;
+  const bool want_stream = choice != grouped_kernel::persistent;
   if constexpr (!AT::rac && !detail::reads_residual_of<Epi>::value &&
                 stream_layout::rows_per_cta % W == 0) {
-    if (one_wave && plan.splits <= stream_layout::max_splits && plan.stream_m_tiles <= 65535) {
+    if (want_stream && plan.splits <= stream_layout::max_splits && plan.stream_m_tiles <= 65535) {
       // The streaming kernel (decode.cuh), one CTA per (split, 128-row n-tile, m-tile slot);
       // slots beyond the routing's m-tiles leave at once.
       using SL = stream_layout;

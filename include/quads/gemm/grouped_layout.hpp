@@ -20,11 +20,26 @@
 #include <quads/gemm/decode_layout.hpp>
 
 #include <cuda/std/cstddef>
+#include <cuda/std/cstdint>
 
 namespace quads::gemm {
 
 //! Largest expert count of one grouped launch (the scheduler's shared-memory prefix table).
 inline constexpr int grouped_max_experts = 1024;
+
+//! Which mainloop `grouped_gemm` runs (`grouped_plan::kernel`).
+enum class grouped_kernel : ::cuda::std::uint8_t {
+  automatic,   //!< the launcher's rule (grouped.cuh: streaming unless RAC / a residual epilogue)
+  streaming,   //!< the streaming kernel when the operands allow it (else persistent)
+  persistent,  //!< the persistent decode-tile kernel (split partials + epilogue pass)
+};
+
+//! The name of a kernel choice (logs, test labels).
+constexpr const char* grouped_kernel_name(grouped_kernel k) noexcept {
+  return k == grouped_kernel::persistent ? "persistent"
+         : k == grouped_kernel::streaming ? "streaming"
+                                          : "automatic";
+}
 
 //! How to run one grouped GEMM (host side; see the file comment).
 struct grouped_plan {
@@ -40,6 +55,8 @@ struct grouped_plan {
   int stream_m_tiles = 0;    //!< m-tile slots of the streaming kernel's grid (max_m_tiles())
   reduction mode = reduction::deterministic;
   bool residual = false;     //!< a second accumulator (RAC composition (b), `own` scale)
+  //! Kernel choice; plan_grouped leaves `automatic`, tests set it to run one path explicitly.
+  grouped_kernel kernel = grouped_kernel::automatic;
   ::cuda::std::size_t workspace_bytes = 0;
 
   constexpr ::cuda::std::size_t partial_floats() const noexcept {
