@@ -88,6 +88,8 @@ struct layer_io {
 struct layer_tuning {
   gemm::decode_options gate_up{};
   gemm::decode_options down{};
+  //! Kernel of both grouped GEMMs (`automatic`: the grouped launcher's rule; tests pick one).
+  gemm::grouped_kernel kernel = gemm::grouped_kernel::automatic;
 };
 
 //! The launch plan of one layer call (host only). Workspace regions are 256-byte aligned offsets.
@@ -322,6 +324,8 @@ layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_con
   if constexpr (P != layer_policy::bf16) {
     p.gu = gemm::plan_grouped(n, 2 * I, H, shape.experts, false, tune.gate_up, sm_count);
     p.dn = gemm::plan_grouped(n, H, I, shape.experts, false, tune.down, sm_count);
+    p.gu.kernel = tune.kernel;
+    p.dn.kernel = tune.kernel;
   }
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
