@@ -18,6 +18,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -317,6 +318,199 @@ void grouped_rac(bool per_expert_tables, qc::residual_scale mode, int N, int K) 
   }
 }
 
+// --- the MoE layer's decode routing (reproducer of the 23:51 / 00:25 UTC layer failures) -------
+
+//! Random packed FP4 codes and UE4M3 block-scale bytes in [0x30, 0x47] (2^-1 .. 3.75) for a
+//! stack of `experts` matrices, per-expert tensor scales 2^[-3, 3]: valid operands without a host
+//! quantization pass (the E = 128 stacks are 200 MB; the reference reads the same bytes).
+nvq random_fp4(std::mt19937_64& g, int experts, int rows, int cols) {
+  nvq q;
+  q.experts = experts;
+  q.rows = rows;
+  q.cols = cols;
+  q.data.resize(static_cast<std::size_t>(experts) * rows * (cols / 2));
+  for (std::size_t i = 0; i < q.data.size(); i += 8) {
+    const std::uint64_t v = g();
+    std::memcpy(&q.data[i], &v, std::min<std::size_t>(8, q.data.size() - i));
+  }
+  q.scales.resize(static_cast<std::size_t>(experts) * rows * (cols / 16));
+  for (std::size_t i = 0; i < q.scales.size(); i += 8) {
+    std::uint64_t v = g();
+    for (std::size_t j = i; j < std::min(i + 8, q.scales.size()); ++j, v >>= 8)
+      q.scales[j] = static_cast<std::uint8_t>(0x30 + (v & 0xffu) % 0x18);
+  }
+  std::uniform_int_distribution<int> ex(-3, 3);
+  for (int e = 0; e < experts; ++e)
+    q.tensor_scales.push_back(quads::tensor_scale_from_decode(std::ldexp(1.0f, ex(g))));
+  return q;
+}
+
+//! Compares every active row with the reference and, on a mismatch, names the wrong
+//! (row, 64-column n-tile) items with the persistent kernel's item index, CTA and round, so a
+//! device log shows the pattern (first items right and later ones wrong, one n-tile, ...).
+void check_items(const routing& r, const qg::grouped_plan& plan, const std::vector<float>& all,
+                 const std::vector<double>& y_ref, const qgr::accumulators& acc,
+                 const std::vector<double>& aabs, const std::string& label) {
+  const int N = plan.N;
+  std::vector<int> prefix(r.rows.size() + 1, 0);
+  for (std::size_t e = 0; e < r.rows.size(); ++e)
+    prefix[e + 1] = prefix[e] + qg::grouped_m_tiles(r.rows[e]);
+  int bad = 0, bad_tiles = 0, printed = 0;
+  double worst = 0;
+  for (int m = 0; m < r.total; ++m) {
+    const int e = r.expert_of_row[static_cast<std::size_t>(m)];
+    const int mt = prefix[static_cast<std::size_t>(e)] + (m - r.offsets[static_cast<std::size_t>(e)]) / 16;
+    for (int nt = 0; nt * 64 < N; ++nt) {
+      int tile_bad = 0, first_n = -1;
+      for (int n = nt * 64; n < std::min(N, nt * 64 + 64); ++n) {
+        const std::size_t o = acc.index(m, n);
+        const double tol = aabs[o] * qgr::tolerance(acc, m, n, plan.splits) +
+                           std::ldexp(std::fabs(y_ref[o]), -23) + 1e-37;
+        const double err = std::fabs(static_cast<double>(all[o]) - y_ref[o]);
+        if (!(err <= tol)) {
+          if (first_n < 0) first_n = n;
+          ++tile_bad;
+        } else if (tol > 0) {
+          worst = std::max(worst, err / tol);
+        }
+      }
+      if (tile_bad == 0) continue;
+      bad += tile_bad;
+      ++bad_tiles;
+      if (printed++ < 12) {
+        const long w = static_cast<long>(mt) * plan.splits * plan.n_tiles + nt;  // split 0
+        const std::size_t o = acc.index(m, first_n);
+        MESSAGE(label << ": row " << m << " (expert " << e << ", rows ["
+                      << r.offsets[static_cast<std::size_t>(e)] << ", "
+                      << r.offsets[static_cast<std::size_t>(e) + 1] << "), m-tile " << mt
+                      << ") n-tile " << nt << ": " << tile_bad << " of 64 wrong; persistent item "
+                      << w << " = CTA " << w % plan.ctas << " round " << w / plan.ctas
+                      << "; col " << first_n << " got " << all[o] << " want " << y_ref[o]);
+      }
+    }
+  }
+  if (bad > 0)
+    MESSAGE(label << ": " << bad << " wrong values in " << bad_tiles << " (row, n-tile) items of "
+                  << r.total * ((N + 63) / 64));
+  else
+    MESSAGE(label << ": max |err| / tolerance = " << worst);
+  CHECK_MESSAGE(bad == 0, label);
+  std::uint32_t sentinel;
+  std::memset(&sentinel, 0x7B, 4);
+  for (std::size_t i = static_cast<std::size_t>(r.total) * N; i < all.size(); ++i) {
+    std::uint32_t b;
+    std::memcpy(&b, &all[i], 4);
+    if (b != sentinel) {
+      FAIL_CHECK(label << ": row " << i / N << " beyond offsets[E] was written");
+      break;
+    }
+  }
+}
+
+//! One operand on every kernel: the layer's plan (`plan_layer`: sm_count 132, split-K 0 = the
+//! planner's choice, deterministic), launched on a non-blocking stream as the layer is.
+template <class Act, class MakeArgs>
+void moe_kernels(const routing& r, int N, int K, int E, const qg::fp4_expert_weights<quads::nvfp4>& w,
+                 const Act& a, MakeArgs make_args, const std::vector<double>& y_ref,
+                 const qgr::accumulators& acc, const std::vector<double>& aabs,
+                 const std::string& what) {
+  qt::dbuf<int> doff(r.offsets);
+  cudaStream_t st;
+  REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess);
+  for (const auto kernel : {qg::grouped_kernel::automatic, qg::grouped_kernel::persistent,
+                            qg::grouped_kernel::streaming}) {
+    auto plan = qg::plan_grouped(r.max_rows, N, K, E, false, {}, 132);
+    plan.kernel = kernel;
+    qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
+    qt::dbuf<float> y(static_cast<std::size_t>(r.max_rows) * N, 0x7B);
+    QUADS_GEMM_CHECK((qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, w, a, doff.ptr, make_args(y.ptr),
+                                                                   ws.ptr, st)));
+    REQUIRE(cudaStreamSynchronize(st) == cudaSuccess);
+    qt::sync_ok();
+    const std::string label = what + " " + qg::grouped_kernel_name(kernel) + " E=" + std::to_string(E) +
+                              " rows=" + std::to_string(r.total) + " N=" + std::to_string(N) +
+                              " K=" + std::to_string(K) + " splits=" + std::to_string(plan.splits) +
+                              " ctas=" + std::to_string(plan.ctas) +
+                              " m-tile slots=" + std::to_string(plan.stream_m_tiles);
+    check_items(r, plan, y.download(static_cast<std::size_t>(r.max_rows) * N), y_ref, acc, aabs,
+                label);
+  }
+  cudaStreamDestroy(st);
+}
+
+//! The layer's routings: Qwen3-30B-A3B (E = 128, top-8) and the small layer test shape (E = 16,
+//! top-4), T = 4 tokens: 32 / 16 rows, most experts empty, experts of 1..4 rows.
+struct moe_case {
+  int E, k, N, K;
+};
+constexpr moe_case moe_cases[] = {
+    {128, 8, 1536, 2048},  // gate_up (2I x H)
+    {128, 8, 2048, 768},   // down (H x I): 6 chunks
+    {16, 4, 256, 256},     // the small layer's gate_up
+    {16, 4, 256, 128},     // the small layer's down: every Y value wrong at 23:51 UTC
+};
+
+void moe_routing_fp4(std::mt19937_64& g, const moe_case& c) {
+  const routing r = topk_routing(g, 4, c.E, c.k);
+  const auto wq = random_fp4(g, c.E, c.N, c.K);
+  const auto aq = random_fp4(g, 1, r.max_rows, c.K);
+  std::vector<qgr::accumulators> parts;
+  for (int e = 0; e < c.E; ++e)
+    if (r.rows[static_cast<std::size_t>(e)] > 0)
+      parts.push_back(qgr::w4a4(row_slice(aq, r.offsets[static_cast<std::size_t>(e)],
+                                          r.offsets[static_cast<std::size_t>(e) + 1]),
+                                expert_slice(wq, e)));
+  const auto acc = stack(parts, c.N);
+  const qe::alpha_source host_alpha{.a = aq.tensor_scales.data(), .a_mode = qe::scale_source::tensor,
+                                    .w = wq.tensor_scales.data(), .w_mode = qe::scale_source::expert,
+                                    .expert_of_row = r.expert_of_row.data()};
+  const auto y_ref = qgr::scaled(acc, host_alpha);
+  qt::dbuf<std::uint8_t> wd(wq.data), wsc(wq.scales), ad(aq.data), asc(aq.scales);
+  qt::dbuf<quads::tensor_scale> wts(wq.tensor_scales), ats(aq.tensor_scales);
+  qt::dbuf<int> eor(r.expert_of_row);
+  auto args = [&](float* y) {
+    return epi_alpha::arguments{{.a = ats.ptr, .a_mode = qe::scale_source::tensor, .w = wts.ptr,
+                                 .w_mode = qe::scale_source::expert, .expert_of_row = eor.ptr},
+                                {y, c.N}};
+  };
+  moe_kernels(r, c.N, c.K, c.E, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, c.E},
+              qg::fp4_activations<quads::nvfp4>{ad.ptr, asc.ptr}, args, y_ref, acc,
+              alpha_abs(acc, host_alpha), "moe-routing w4a4 " + describe(r));
+}
+
+void moe_routing_dense(std::mt19937_64& g, const moe_case& c) {
+  const routing r = topk_routing(g, 4, c.E, c.k);
+  const auto wq = random_fp4(g, c.E, c.N, c.K);
+  const auto x = qt::to_dense16<qg::bf16_lane>(qt::random_matrix(g, r.max_rows, c.K));
+  std::vector<qgr::accumulators> parts;
+  for (int e = 0; e < c.E; ++e) {
+    const int rows = r.rows[static_cast<std::size_t>(e)];
+    if (rows == 0) continue;
+    const auto first = x.values.begin() + static_cast<std::ptrdiff_t>(r.offsets[static_cast<std::size_t>(e)]) * c.K;
+    const std::vector<float> xe(first, first + static_cast<std::ptrdiff_t>(rows) * c.K);
+    parts.push_back(qgr::w4a16(xe, rows, expert_slice(wq, e)));
+  }
+  const auto acc = stack(parts, c.N);
+  const qe::alpha_source host_alpha{.alpha = 0.5f, .w = wq.tensor_scales.data(),
+                                    .w_mode = qe::scale_source::expert,
+                                    .expert_of_row = r.expert_of_row.data()};
+  const auto y_ref = qgr::scaled(acc, host_alpha);
+  qt::dbuf<std::uint8_t> wd(wq.data), wsc(wq.scales);
+  qt::dbuf<quads::tensor_scale> wts(wq.tensor_scales);
+  qt::dbuf<int> eor(r.expert_of_row);
+  std::vector<__nv_bfloat16> xb(x.bits.size());
+  std::memcpy(static_cast<void*>(xb.data()), x.bits.data(), x.bits.size() * 2);
+  qt::dbuf<__nv_bfloat16> dx(xb);
+  auto args = [&](float* y) {
+    return epi_alpha::arguments{{.alpha = 0.5f, .w = wts.ptr, .w_mode = qe::scale_source::expert,
+                                 .expert_of_row = eor.ptr},
+                                {y, c.N}};
+  };
+  moe_kernels(r, c.N, c.K, c.E, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, c.E},
+              qg::dense_activations<qg::bf16_lane>{dx.ptr}, args, y_ref, acc,
+              alpha_abs(acc, host_alpha), "moe-routing w4a16 " + describe(r));
+}
+
 } // namespace
 
 TEST_SUITE("gemm.gpu.grouped") {
@@ -335,6 +529,19 @@ TEST_CASE("sm90: grouped W4A4 at the Qwen3-30B-A3B expert shapes (T = 1 and T = 
   const std::vector<routing> rs = {topk_routing(g, 1, 32, 8), topk_routing(g, 64, 32, 8)};
   grouped_w4a4_on<qg::bf16_lane>(rs, g, "qwen3-gate_up", 1536, 2048);
   grouped_w4a4_on<qg::bf16_lane>(rs, g, "qwen3-down", 2048, 768);
+}
+
+TEST_CASE("sm90: grouped W4A4 at the MoE layer's decode routing (E = 128 and 16, T = 4) on every kernel") {
+  // The MoE layer's non-RAC grouped GEMMs failed on the H200 on the persistent kernel (23:51,
+  // 00:25 UTC) at these routings; this runs the GEMM alone with the layer's plan on the automatic,
+  // persistent and streaming kernels and names the wrong items.
+  auto g = quads_test::rng("gemm.gpu.grouped.moe-routing.w4a4");
+  for (const moe_case& c : moe_cases) moe_routing_fp4(g, c);
+}
+
+TEST_CASE("sm90: grouped W4A16 at the MoE layer's decode routing (E = 128 and 16, T = 4) on every kernel") {
+  auto g = quads_test::rng("gemm.gpu.grouped.moe-routing.w4a16");
+  for (const moe_case& c : moe_cases) moe_routing_dense(g, c);
 }
 
 TEST_CASE("sm90: grouped W4A4 NVFP4 (fp16 lanes) matches the float64 reference per expert") {
