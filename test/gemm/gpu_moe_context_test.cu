@@ -72,9 +72,9 @@ struct layer_out {
 };
 
 template <qm::layer_policy P>
-void context_case(const char* name) {
+void context_case(const std::string& name) {
   constexpr int E = 128, k = 8, H = 2048, I = 768, T = 4, n = T * k;
-  auto g = quads_test::rng(std::string("gemm.gpu.moe-context.") + name);
+  auto g = quads_test::rng("gemm.gpu.moe-context." + name);
   const qm::layer_shape shape{E, k, H, I};
   const qm::routing_config rc{E, k, qm::scoring::softmax, true, 1.0f};
   // weights: random codes / scale bytes, per-expert tensor scales
@@ -195,8 +195,8 @@ void context_case(const char* name) {
       }
       const auto dh = compare(out[ki].h_pre, h_from);
       const auto dy = compare(out[ki].y, y_from);
-      MESSAGE(name << ": layer on " << qg::grouped_kernel_name(kernels[ki])
-                   << " vs standalone grouped GEMMs (" << qg::grouped_kernel_name(sk)
+      MESSAGE(name << ": layer on " << std::string(qg::grouped_kernel_name(kernels[ki]))
+                   << " vs standalone grouped GEMMs (" << std::string(qg::grouped_kernel_name(sk))
                    << ") on the layer's operands: h_pre " << dh.bad << " of " << h_from.size()
                    << " differ (first " << dh.first << "), Y " << dy.bad << " of " << y_from.size()
                    << " differ (first " << dy.first << ")");
