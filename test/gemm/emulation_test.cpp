@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "decode_emulation.hpp"
+#include "emulation_checks.hpp"
 #include "gemm_fixtures.hpp"
 
 #include <quads/gemm/decode_layout.hpp>
@@ -21,21 +22,6 @@ namespace qgr = quads::gemm::reference;
 namespace qt = quads_gemm_test;
 
 namespace {
-
-//! |emulated - reference| within float rounding of the per-split conversions (the emulated MMA
-//! sums in float64, so this is far tighter than the GPU tolerance).
-void check_close(const std::vector<float>& got, const std::vector<double>& want,
-                 const std::vector<double>& abs_sum, int splits, const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tol = (splits + 1) * std::ldexp(1.0, -23) * abs_sum[i] + 1e-300;
-    if (std::fabs(got[i] - want[i]) > tol) {
-      FAIL_CHECK(what << ": element " << i << " got " << got[i] << " want " << want[i]
-                      << " (tolerance " << tol << ")");
-      return;
-    }
-  }
-}
 
 struct shape {
   int M, N, K, splits;
@@ -59,20 +45,10 @@ void run_fp4_fp4() {
     const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
     const auto a = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
     const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
-    qt::emu_problem p;
-    p.M = s.M;
-    p.N = s.N;
-    p.K = s.K;
-    p.w_data = w.data.data();
-    p.w_scales = w.scales.data();
-    p.kind = qt::act_kind::fp4;
-    p.a_data = a.data.data();
-    p.a_scales = a.scales.data();
-    p.a_row_bytes = s.K / 2;
-    p.a_scale_cols = s.K / 16;
+    const auto p = qt::fp4_problem(w, a, s.M, s.N, s.K);
     const auto got = qt::emulate_decode<Lane, quads::nvfp4>(p, plan);
     const auto ref = qgr::w4a4(a, w);
-    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "w4a4");
+    qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "w4a4");
   }
 }
 
@@ -95,17 +71,10 @@ TEST_CASE("emulated W4A16 (dense bf16 activations) matches the float64 reference
     const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
     const auto a = qt::to_dense16<qg::bf16_lane>(qt::random_matrix(g, s.M, s.K));
     const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
-    qt::emu_problem p;
-    p.M = s.M;
-    p.N = s.N;
-    p.K = s.K;
-    p.w_data = w.data.data();
-    p.w_scales = w.scales.data();
-    p.kind = qt::act_kind::dense;
-    p.a_dense = a.bits.data();
+    const auto p = qt::dense_problem(w, a.bits.data(), s.M, s.N, s.K);
     const auto got = qt::emulate_decode<qg::bf16_lane, quads::nvfp4>(p, plan);
     const auto ref = qgr::w4a16(a.values, s.M, w);
-    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "w4a16");
+    qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "w4a16");
   }
 }
 
@@ -117,20 +86,10 @@ TEST_CASE("emulated MXFP4 W4A4 (bf16 lanes, 32-blocks) matches the float64 refer
     const auto w = qt::quantize<quads::mxfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
     const auto a = qt::quantize<quads::mxfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
     const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
-    qt::emu_problem p;
-    p.M = s.M;
-    p.N = s.N;
-    p.K = s.K;
-    p.w_data = w.data.data();
-    p.w_scales = w.scales.data();
-    p.kind = qt::act_kind::fp4;
-    p.a_data = a.data.data();
-    p.a_scales = a.scales.data();
-    p.a_row_bytes = s.K / 2;
-    p.a_scale_cols = s.K / 32;
+    const auto p = qt::fp4_problem(w, a, s.M, s.N, s.K);
     const auto got = qt::emulate_decode<qg::bf16_lane, quads::mxfp4>(p, plan);
     const auto ref = qgr::w4a4(a, w);
-    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "mxfp4");
+    qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "mxfp4");
   }
 }
 
@@ -148,23 +107,11 @@ TEST_CASE("emulated W4A4 + RAC composition (b) matches the float64 reference, sh
       const auto slot = rac.sel.slot_table();
       const bool own = mode == quads::compensation::residual_scale::own;
       const auto plan = qg::plan_decode(s.M, s.N, s.K, own, {s.splits});
-      qt::emu_problem p;
-      p.M = s.M;
-      p.N = s.N;
-      p.K = s.K;
-      p.w_data = w.data.data();
-      p.w_scales = w.scales.data();
-      p.kind = qt::act_kind::rac;
-      p.a_data = rac.act.data.data();
-      p.a_scales = rac.act.scales.data();
-      p.a_row_bytes = rac.act.augmented_channels() / 2;
-      p.a_scale_cols = rac.act.augmented_channels() / 16;
-      p.slot = slot.data();
-      p.own = own;
+      const auto p = qt::rac_emu_problem(w, rac, slot, own, s.M, s.N, s.K);
       const auto got = qt::emulate_decode<qg::bf16_lane, quads::nvfp4>(p, plan);
       const auto ref = qgr::w4a4_rac(rac.act, w, rac.sel);
-      check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "rac main");
-      if (own) check_close(got.acc_r, ref.acc_r, ref.abs_sum, plan.splits, "rac residual");
+      qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "rac main");
+      if (own) qt::check_close(got.acc_r, ref.acc_r, ref.abs_sum, plan.splits, "rac residual");
     }
   }
 }

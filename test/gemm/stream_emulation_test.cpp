@@ -7,6 +7,7 @@
 //!        chunks, 8-byte rows, scale rows not a multiple of 4 bytes), 1-5 splits, ring depths 2-5.
 #include <doctest/doctest.h>
 
+#include "emulation_checks.hpp"
 #include "gemm_fixtures.hpp"
 #include "stream_emulation.hpp"
 
@@ -22,19 +23,6 @@ namespace qgr = quads::gemm::reference;
 namespace qt = quads_gemm_test;
 
 namespace {
-
-void check_close(const std::vector<float>& got, const std::vector<double>& want,
-                 const std::vector<double>& abs_sum, int splits, const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tol = (splits + 1) * std::ldexp(1.0, -23) * abs_sum[i] + 1e-300;
-    if (std::fabs(got[i] - want[i]) > tol) {
-      FAIL_CHECK(what << ": element " << i << " got " << got[i] << " want " << want[i]
-                      << " (tolerance " << tol << ")");
-      return;
-    }
-  }
-}
 
 struct shape {
   int M, N, K, splits, stages;
@@ -58,20 +46,10 @@ void run_w4a4() {
     const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
     const auto a = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
     const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
-    qt::emu_problem p;
-    p.M = s.M;
-    p.N = s.N;
-    p.K = s.K;
-    p.w_data = w.data.data();
-    p.w_scales = w.scales.data();
-    p.kind = qt::act_kind::fp4;
-    p.a_data = a.data.data();
-    p.a_scales = a.scales.data();
-    p.a_row_bytes = s.K / 2;
-    p.a_scale_cols = s.K / 16;
+    const auto p = qt::fp4_problem(w, a, s.M, s.N, s.K);
     const auto got = qt::emulate_stream<Lane, quads::nvfp4>(p, plan, true, s.stages);
     const auto ref = qgr::w4a4(a, w);
-    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream w4a4");
+    qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream w4a4");
   }
 }
 
@@ -94,17 +72,10 @@ TEST_CASE("the streaming kernel's emulation (W4A16 bf16) matches the float64 ref
     const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
     const auto a = qt::to_dense16<qg::bf16_lane>(qt::random_matrix(g, s.M, s.K));
     const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
-    qt::emu_problem p;
-    p.M = s.M;
-    p.N = s.N;
-    p.K = s.K;
-    p.w_data = w.data.data();
-    p.w_scales = w.scales.data();
-    p.kind = qt::act_kind::dense;
-    p.a_dense = a.bits.data();
+    const auto p = qt::dense_problem(w, a.bits.data(), s.M, s.N, s.K);
     const auto got = qt::emulate_stream<qg::bf16_lane, quads::nvfp4>(p, plan, false, s.stages);
     const auto ref = qgr::w4a16(a.values, s.M, w);
-    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream w4a16");
+    qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream w4a16");
   }
 }
 
@@ -116,20 +87,10 @@ TEST_CASE("the streaming kernel's emulation (MXFP4, 32-blocks) matches the float
     const auto w = qt::quantize<quads::mxfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
     const auto a = qt::quantize<quads::mxfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
     const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
-    qt::emu_problem p;
-    p.M = s.M;
-    p.N = s.N;
-    p.K = s.K;
-    p.w_data = w.data.data();
-    p.w_scales = w.scales.data();
-    p.kind = qt::act_kind::fp4;
-    p.a_data = a.data.data();
-    p.a_scales = a.scales.data();
-    p.a_row_bytes = s.K / 2;
-    p.a_scale_cols = s.K / 32;
+    const auto p = qt::fp4_problem(w, a, s.M, s.N, s.K);
     const auto got = qt::emulate_stream<qg::bf16_lane, quads::mxfp4>(p, plan, true, s.stages);
     const auto ref = qgr::w4a4(a, w);
-    check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream mxfp4");
+    qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream mxfp4");
   }
 }
 
@@ -145,23 +106,11 @@ TEST_CASE("the streaming kernel's emulation of RAC (b), shared and own, matches 
       const auto slot = rac.sel.slot_table();
       const bool own = mode == quads::compensation::residual_scale::own;
       const auto plan = qg::plan_decode(s.M, s.N, s.K, own, {s.splits});
-      qt::emu_problem p;
-      p.M = s.M;
-      p.N = s.N;
-      p.K = s.K;
-      p.w_data = w.data.data();
-      p.w_scales = w.scales.data();
-      p.kind = qt::act_kind::rac;
-      p.a_data = rac.act.data.data();
-      p.a_scales = rac.act.scales.data();
-      p.a_row_bytes = rac.act.augmented_channels() / 2;
-      p.a_scale_cols = rac.act.augmented_channels() / 16;
-      p.slot = slot.data();
-      p.own = own;
+      const auto p = qt::rac_emu_problem(w, rac, slot, own, s.M, s.N, s.K);
       const auto got = qt::emulate_stream<qg::bf16_lane, quads::nvfp4>(p, plan, true, s.stages);
       const auto ref = qgr::w4a4_rac(rac.act, w, rac.sel);
-      check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream rac main");
-      if (own) check_close(got.acc_r, ref.acc_r, ref.abs_sum, plan.splits, "stream rac residual");
+      qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "stream rac main");
+      if (own) qt::check_close(got.acc_r, ref.acc_r, ref.abs_sum, plan.splits, "stream rac residual");
     }
   }
 }
