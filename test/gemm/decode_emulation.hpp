@@ -60,6 +60,39 @@ inline std::uint32_t load32(const std::uint8_t* p) {
   return v;
 }
 
+//! The staged octet of activations for token `m`, logical k .. k + 8, in fragment lane order
+//! (what both kernels write to shared memory).
+template <class Lane, class AF>
+u4 stage_octet(const emu_problem& p, int m, int k) {
+  using AL = quads::gemm::fp4_loader<AF, Lane>;
+  std::uint32_t out[4];
+  if (p.kind == act_kind::dense) {
+    std::uint16_t x[8];
+    for (int i = 0; i < 8; ++i) x[i] = p.a_dense[static_cast<std::size_t>(m) * p.K + k + i];
+    quads::gemm::pair_octet(x, out);
+  } else {
+    const std::uint32_t q = load32(p.a_data + static_cast<std::size_t>(m) * p.a_row_bytes + k / 2);
+    const std::uint8_t s = p.a_scales[static_cast<std::size_t>(m) * p.a_scale_cols + k / AF::block_size];
+    AL::dequant_word(q, AL::multiplier2(s), out);
+  }
+  return u4{out[0], out[1], out[2], out[3]};
+}
+
+//! The RAC residual octet for logical k of token `m` (zero when k's block is not selected).
+template <class Lane, class AF>
+u4 stage_residual(const emu_problem& p, int m, int k) {
+  using AL = quads::gemm::fp4_loader<AF, Lane>;
+  constexpr int AB = AF::block_size;
+  const int j = p.slot[k / AB];
+  if (j < 0) return u4{};
+  const int kr = p.K + j * AB + k % AB;
+  const std::uint32_t q = load32(p.a_data + static_cast<std::size_t>(m) * p.a_row_bytes + kr / 2);
+  const std::uint8_t s = p.a_scales[static_cast<std::size_t>(m) * p.a_scale_cols + p.K / AB + j];
+  std::uint32_t out[4];
+  AL::dequant_word(q, AL::multiplier2(s), out);
+  return u4{out[0], out[1], out[2], out[3]};
+}
+
 template <class Lane>
 double lane_value(std::uint32_t reg, int half) {
   return quads::gemm::detail::lane_to_float<Lane>(static_cast<std::uint16_t>(half ? reg >> 16 : reg & 0xffffu));
@@ -105,29 +138,8 @@ emu_result emulate_decode(const emu_problem& p, const quads::gemm::decode_plan& 
   const int fold = WL::fold_log2 + (p.kind == act_kind::dense ? 0 : AL::fold_log2);
   const int row_bytes = K / 2;
 
-  auto stage_octet = [&](int m, int k) {
-    std::uint32_t out[4];
-    if (p.kind == act_kind::dense) {
-      std::uint16_t x[8];
-      for (int i = 0; i < 8; ++i) x[i] = p.a_dense[static_cast<std::size_t>(m) * K + k + i];
-      quads::gemm::pair_octet(x, out);
-    } else {
-      const std::uint32_t q = detail::load32(p.a_data + static_cast<std::size_t>(m) * p.a_row_bytes + k / 2);
-      const std::uint8_t s = p.a_scales[static_cast<std::size_t>(m) * p.a_scale_cols + k / AB];
-      AL::dequant_word(q, AL::multiplier2(s), out);
-    }
-    return u4{out[0], out[1], out[2], out[3]};
-  };
-  auto stage_residual = [&](int m, int k) {
-    const int j = p.slot[k / AB];
-    if (j < 0) return u4{};
-    const int kr = K + j * AB + k % AB;
-    const std::uint32_t q = detail::load32(p.a_data + static_cast<std::size_t>(m) * p.a_row_bytes + kr / 2);
-    const std::uint8_t s = p.a_scales[static_cast<std::size_t>(m) * p.a_scale_cols + K / AB + j];
-    std::uint32_t out[4];
-    AL::dequant_word(q, AL::multiplier2(s), out);
-    return u4{out[0], out[1], out[2], out[3]};
-  };
+  auto stage_octet = [&](int m, int k) { return detail::stage_octet<Lane, AF>(p, m, k); };
+  auto stage_residual = [&](int m, int k) { return detail::stage_residual<Lane, AF>(p, m, k); };
 
   const int gx = (N + DL::rows_per_cta - 1) / DL::rows_per_cta;
   const int gy = (M + DL::tokens_per_cta - 1) / DL::tokens_per_cta;

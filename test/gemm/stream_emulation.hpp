@@ -50,29 +50,8 @@ emu_result emulate_stream(const emu_problem& p, const quads::gemm::decode_plan& 
   const int nt = M > 8 ? 2 : 1;
   const int splits = plan.splits;
 
-  auto stage_octet = [&](int m, int k) {
-    std::uint32_t out[4];
-    if (p.kind == act_kind::dense) {
-      std::uint16_t x[8];
-      for (int i = 0; i < 8; ++i) x[i] = p.a_dense[static_cast<std::size_t>(m) * K + k + i];
-      quads::gemm::pair_octet(x, out);
-    } else {
-      const std::uint32_t q = detail::load32(p.a_data + static_cast<std::size_t>(m) * p.a_row_bytes + k / 2);
-      const std::uint8_t s = p.a_scales[static_cast<std::size_t>(m) * p.a_scale_cols + k / AB];
-      AL::dequant_word(q, AL::multiplier2(s), out);
-    }
-    return u4{out[0], out[1], out[2], out[3]};
-  };
-  auto stage_residual = [&](int m, int k) {
-    const int j = p.slot[k / AB];
-    if (j < 0) return u4{};
-    const int kr = K + j * AB + k % AB;
-    const std::uint32_t q = detail::load32(p.a_data + static_cast<std::size_t>(m) * p.a_row_bytes + kr / 2);
-    const std::uint8_t s = p.a_scales[static_cast<std::size_t>(m) * p.a_scale_cols + K / AB + j];
-    std::uint32_t out[4];
-    AL::dequant_word(q, AL::multiplier2(s), out);
-    return u4{out[0], out[1], out[2], out[3]};
-  };
+  auto stage_octet = [&](int m, int k) { return detail::stage_octet<Lane, AF>(p, m, k); };
+  auto stage_residual = [&](int m, int k) { return detail::stage_residual<Lane, AF>(p, m, k); };
   // cp.async of `bytes` with `src_bytes` read (rest zero)
   auto copy = [](std::uint8_t* dst, const std::uint8_t* src, int bytes, int src_bytes) {
     for (int i = 0; i < bytes; ++i) dst[i] = i < src_bytes ? src[i] : std::uint8_t{0};
