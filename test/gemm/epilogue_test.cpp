@@ -31,20 +31,7 @@ namespace qt = quads_gemm_test;
 
 namespace {
 
-//! A user-written element node: clamp to [lo, hi] (what example 04 shows).
-struct clamp_node {
-  struct arguments {
-    float lo = -1.0f;
-    float hi = 1.0f;
-  };
-  struct params {
-    float lo, hi;
-  };
-  static constexpr params to_params(const arguments& a) noexcept { return {a.lo, a.hi}; }
-  static constexpr float apply(float v, int, int, const params& p) noexcept {
-    return v < p.lo ? p.lo : (v > p.hi ? p.hi : v);
-  }
-};
+using qt::clamp_node;
 
 //! A user-written fragment node: adds the column's index within the fragment (tests fragments).
 struct add_lane_node {

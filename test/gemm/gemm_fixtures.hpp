@@ -9,6 +9,8 @@
 //! data stays within the loader's exact byte range (checked).
 #pragma once
 
+#include <quads/config.hpp>
+
 #include <quads/compensation/reference.hpp>
 #include <quads/compensation/selection.hpp>
 #include <quads/epilogue/fragment.hpp>
@@ -94,5 +96,20 @@ inline rac_problem make_rac(const std::vector<float>& x, int rows, int K, int st
   p.act = quads::compensation::reference::quantize_activation<quads::nvfp4>(x, rows, p.sel, args);
   return p;
 }
+
+//! A user-written element node, as example 04 shows: clamp to [lo, hi] (host and device).
+struct clamp_node {
+  struct arguments {
+    float lo = -1.0f;
+    float hi = 1.0f;
+  };
+  struct params {
+    float lo, hi;
+  };
+  static constexpr params to_params(const arguments& a) noexcept { return {a.lo, a.hi}; }
+  QUADS_API static constexpr float apply(float v, int, int, const params& p) noexcept {
+    return v < p.lo ? p.lo : (v > p.hi ? p.hi : v);
+  }
+};
 
 } // namespace quads_gemm_test

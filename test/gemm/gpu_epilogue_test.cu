@@ -30,20 +30,7 @@ namespace qt = quads_gemm_test;
 
 namespace {
 
-//! The user node of example 04: clamp.
-struct clamp_node {
-  struct arguments {
-    float lo = -1.0f;
-    float hi = 1.0f;
-  };
-  struct params {
-    float lo, hi;
-  };
-  static constexpr params to_params(const arguments& a) noexcept { return {a.lo, a.hi}; }
-  QUADS_API static constexpr float apply(float v, int, int, const params& p) noexcept {
-    return v < p.lo ? p.lo : (v > p.hi ? p.hi : v);
-  }
-};
+using qt::clamp_node;
 
 using q_given = quads::block_quantizer<quads::nvfp4,
                                        quads::quant_options{.global = quads::global_scale::given}>;
