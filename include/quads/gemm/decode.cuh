@@ -47,6 +47,7 @@
 #include <quads/epilogue/nodes.hpp>
 #include <quads/gemm/decode_layout.hpp>
 #include <quads/gemm/dequant.hpp>
+#include <quads/gemm/pair_coding.hpp>
 #include <quads/scheme/schemes.hpp>
 
 #include <cuda_bf16.h>
@@ -262,7 +263,7 @@ __device__ __forceinline__ void run_decode_tile(const decode_params& p, const de
                                                 uint4* act, uint4* res) {
   using DL = decode_layout;
   using T = activation_traits<Act>;
-  using WL = fp4_loader<WF, Lane>;
+  using WL = weight_loader_t<WF, Lane>;
   constexpr int WB = WF::block_size;
   constexpr int blocks_per_lane = 32 / WB;  // weight blocks in one lane's 32 codes of a row
 
@@ -662,7 +663,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   using SL = stream_layout;
   using DL = decode_layout;
   using T = activation_traits<Act>;
-  using WL = fp4_loader<WF, Lane>;
+  using WL = weight_loader_t<WF, Lane>;
   constexpr int WB = WF::block_size;
   constexpr int scale_per_chunk = DL::chunk_k / WB;  // scale bytes per row and chunk (8 or 4)
   static_assert(SL::rows_per_cta % W == 0, "quads: fused epilogue fragments must tile a CTA");
@@ -1027,7 +1028,7 @@ cudaError_t check_and_fill(int M, int N, int K, bool plan_residual, const fp4_we
   static_assert(!std::is_same_v<Act, dense_activations<bf16_lane>> || std::is_same_v<Lane, bf16_lane>,
                 "quads: bf16 activations need bf16 lanes (decode_gemm<bf16_lane, ...>)");
   if constexpr (AT::rac)
-    static_assert(std::is_same_v<typename AT::format, WF>,
+    static_assert(std::is_same_v<typename AT::format, value_format_t<WF>>,
                   "quads: RAC composition (b) needs the same format (block size) for the "
                   "activation's residual blocks and the weight blocks they reuse");
   if (K % WF::block_size != 0 || K % AT::block_size != 0)
@@ -1098,7 +1099,7 @@ cudaError_t check_and_fill(int M, int N, int K, bool plan_residual, const fp4_we
   p.own = own;
   p.w_vec16 = K % 32 == 0;
   p.fold = ::quads::detail::from_bits(
-      static_cast<std::uint32_t>(127 + fp4_loader<WF, Lane>::fold_log2 + fold_a) << 23);
+      static_cast<std::uint32_t>(127 + weight_loader_t<WF, Lane>::fold_log2 + fold_a) << 23);
   p.ws = static_cast<float*>(workspace);
   return cudaSuccess;
 }
