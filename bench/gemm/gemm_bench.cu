@@ -29,6 +29,7 @@
 
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,10 @@ namespace {
 using epi = qe::chain<qe::scale_alpha, qe::store<__nv_bfloat16>>;
 using epi_own = qe::chain<qe::scale_alpha, qe::rac_residual, qe::store<__nv_bfloat16>>;
 
-enum class operand { w4a4, w4a16, rac_shared, rac_own };
+enum class operand { w4a4, w4a16, rac_shared, rac_own, w4a4_fp16, w4a4_pair, rac_pair_shared, rac_pair_own };
+
+//! Pair-coded NVFP4 weights (fp16 lanes): the decode fast path.
+using pair_nvfp4 = qg::pair_coded<quads::nvfp4>;
 
 const char* name_of(operand o) {
   switch (o) {
@@ -49,13 +53,20 @@ const char* name_of(operand o) {
   case operand::w4a16: return "w4a16_bf16";
   case operand::rac_shared: return "w4a4_rac50_shared";
   case operand::rac_own: return "w4a4_rac50_own";
+  case operand::w4a4_fp16: return "w4a4_nvfp4_fp16";
+  case operand::w4a4_pair: return "w4a4_pair";
+  case operand::rac_pair_shared: return "w4a4_pair_rac50_shared";
+  case operand::rac_pair_own: return "w4a4_pair_rac50_own";
   }
   return "?";
 }
 
 template <class Tuning = qg::stream_tuning<>>
-void register_decode(operand op, int M, int N, int K, qg::reduction mode, const char* tag = "") {
-  const int selected = (op == operand::rac_shared || op == operand::rac_own) ? K / 2 : 0;
+void register_decode(operand op, int M, int N, int K, qg::reduction mode, const char* tag = "",
+                     int splits = 0) {
+  const bool rac = op == operand::rac_shared || op == operand::rac_own ||
+                   op == operand::rac_pair_shared || op == operand::rac_pair_own;
+  const int selected = rac ? K / 2 : 0;
   const int Kp = K + selected;
   const std::size_t w_bytes = static_cast<std::size_t>(N) * K / 2 + static_cast<std::size_t>(N) * K / 16;
   const std::size_t a_bytes = op == operand::w4a16 ? static_cast<std::size_t>(M) * K * 2
@@ -68,8 +79,8 @@ void register_decode(operand op, int M, int N, int K, qg::reduction mode, const 
                            "_W" + std::to_string(N) + "x" + std::to_string(K) +
                            (mode == qg::reduction::atomic ? "/atomic" : "/deterministic") + tag;
   auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-    const bool own = op == operand::rac_own;
-    const auto plan = qg::plan_decode(M, N, K, own, {0, mode}, qb::limits().sms);
+    const bool own = op == operand::rac_own || op == operand::rac_pair_own;
+    const auto plan = qg::plan_decode(M, N, K, own, {splits, mode}, qb::limits().sms);
     std::vector<qb::device_buffer> wd, wsc;
     for (int i = 0; i < slots; ++i) {
       wd.emplace_back(static_cast<std::size_t>(N) * K / 2);
@@ -95,7 +106,34 @@ void register_decode(operand op, int M, int N, int K, qg::reduction mode, const 
     const bool ok = qb::measure(state, policy, slots, bytes, [&](int s, cudaStream_t st) {
       const cudaError_t e = [&]() -> cudaError_t {
       const qg::fp4_weights<quads::nvfp4> w{wd[s].get<const std::uint8_t>(), wsc[s].get<const std::uint8_t>()};
+      const qg::fp4_weights<pair_nvfp4> wp{w.data, w.scales};  // any bytes are valid coded words
+      const qg::fp4_activations<quads::nvfp4> a4{ad.get<const std::uint8_t>(), asc.get<const std::uint8_t>()};
+      const auto rac_act = [&](quads::compensation::residual_scale r) {
+        return qg::rac_activations<quads::nvfp4>{ad.get<const std::uint8_t>(), asc.get<const std::uint8_t>(),
+                                                 slot.get<const int>(), selected, r};
+      };
+      const epi::arguments ea{alpha, {y.get<__nv_bfloat16>(), N}};
+      const epi_own::arguments eo{alpha, alpha, {y.get<__nv_bfloat16>(), N}};
+      if constexpr (!std::is_same_v<Tuning, qg::stream_tuning<>>) {
+        // tuning variants are compiled for the fast path only (compile time on 2 cores)
+        return op == operand::w4a4_pair
+                   ? qg::decode_gemm<qg::fp16_lane, epi, pair_nvfp4, qg::fp4_activations<quads::nvfp4>, Tuning>(
+                         plan, wp, a4, ea, ws.get(), st)
+                   : cudaErrorNotSupported;
+      }
       switch (op) {
+      case operand::w4a4_fp16:
+        return qg::decode_gemm<qg::fp16_lane, epi, quads::nvfp4, qg::fp4_activations<quads::nvfp4>, Tuning>(
+            plan, w, a4, ea, ws.get(), st);
+      case operand::w4a4_pair:
+        return qg::decode_gemm<qg::fp16_lane, epi, pair_nvfp4, qg::fp4_activations<quads::nvfp4>, Tuning>(
+            plan, wp, a4, ea, ws.get(), st);
+      case operand::rac_pair_shared:
+        return qg::decode_gemm<qg::fp16_lane, epi>(plan, wp, rac_act(quads::compensation::residual_scale::shared),
+                                                   ea, ws.get(), st);
+      case operand::rac_pair_own:
+        return qg::decode_gemm<qg::fp16_lane, epi_own>(plan, wp, rac_act(quads::compensation::residual_scale::own),
+                                                       eo, ws.get(), st);
       case operand::w4a4:
         return qg::decode_gemm<qg::bf16_lane, epi, quads::nvfp4, qg::fp4_activations<quads::nvfp4>, Tuning>(
             plan, w, qg::fp4_activations<quads::nvfp4>{ad.get<const std::uint8_t>(), asc.get<const std::uint8_t>()},
@@ -194,20 +232,26 @@ const std::vector<int> decode_ms = {1, 4, 8, 16};
 void register_gemm_suite() {
   for (const auto& [N, K] : decode_shapes)
     for (int M : decode_ms)
-      for (operand op : {operand::w4a4, operand::w4a16, operand::rac_shared, operand::rac_own})
+      for (operand op : {operand::w4a4, operand::w4a16, operand::rac_shared, operand::rac_own,
+                         operand::w4a4_fp16, operand::w4a4_pair, operand::rac_pair_shared,
+                         operand::rac_pair_own})
         register_decode(op, M, N, K, qg::reduction::deterministic);
-  // tuning variants of the streaming kernel (ring depth, CTAs per SM asked of ptxas)
-  // (experimental, stream_tuning: fixed token tiles, two accumulator sets, 3 CTAs per SM)
+  // tuning variants of the streaming kernel on the fast path (pair-coded weights): ring depth,
+  // CTAs per SM asked of ptxas, fixed token tiles, two accumulator sets, explicit split-K
   for (const auto& [N, K] : decode_shapes) {
     for (int M : {1, 16}) {
-      register_decode<qg::stream_tuning<5, 2>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/ring5");
-      register_decode<qg::stream_tuning<4, 2>>(operand::w4a4, M, N, K, qg::reduction::deterministic, "/ring4");
+      register_decode<qg::stream_tuning<4, 2>>(operand::w4a4_pair, M, N, K, qg::reduction::deterministic, "/ring4");
+      register_decode<qg::stream_tuning<3, 3>>(operand::w4a4_pair, M, N, K, qg::reduction::deterministic, "/minblocks3");
+      register_decode<qg::stream_tuning<3, 4>>(operand::w4a4_pair, M, N, K, qg::reduction::deterministic, "/minblocks4");
+      register_decode<qg::stream_tuning<2, 4>>(operand::w4a4_pair, M, N, K, qg::reduction::deterministic, "/ring2mb4");
+      for (int sp : {1, 2, 4, 8})
+        register_decode(operand::w4a4_pair, M, N, K, qg::reduction::deterministic,
+                        sp == 1 ? "/splits1" : sp == 2 ? "/splits2" : sp == 4 ? "/splits4" : "/splits8", sp);
     }
-    register_decode<qg::stream_tuning<3, 2, 1>>(operand::w4a4, 1, N, K, qg::reduction::deterministic, "/fixedtiles");
-    register_decode<qg::stream_tuning<3, 2, 2>>(operand::w4a4, 16, N, K, qg::reduction::deterministic, "/fixedtiles");
-    register_decode<qg::stream_tuning<3, 2, 1, true>>(operand::w4a4, 1, N, K, qg::reduction::deterministic, "/dualacc");
-    register_decode<qg::stream_tuning<3, 2, 2, true>>(operand::w4a4, 16, N, K, qg::reduction::deterministic, "/dualacc");
-    register_decode<qg::stream_tuning<3, 3, 1>>(operand::w4a4, 1, N, K, qg::reduction::deterministic, "/minblocks3");
+    register_decode<qg::stream_tuning<3, 2, 1, true>>(operand::w4a4_pair, 1, N, K, qg::reduction::deterministic, "/dualacc");
+    register_decode<qg::stream_tuning<3, 2, 2, true>>(operand::w4a4_pair, 16, N, K, qg::reduction::deterministic, "/dualacc");
+    register_decode<qg::stream_tuning<3, 3, 1, true>>(operand::w4a4_pair, 1, N, K, qg::reduction::deterministic, "/combo3");
+    register_decode<qg::stream_tuning<3, 3, 2, true>>(operand::w4a4_pair, 16, N, K, qg::reduction::deterministic, "/combo3");
   }
   register_grouped(8, 8);
   register_grouped(126, 128);

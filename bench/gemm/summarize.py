@@ -17,7 +17,7 @@ for b in d["benchmarks"]:
         print("ERROR", b["name"], b["error_message"])
         continue
     n = b["name"]
-    m = re.match(r"gemm/decode/(\w+)/M(\d+)_W(\d+)x(\d+)/deterministic/(ring\d|minblocks\d|fixedtiles|dualacc)", n)
+    m = re.match(r"gemm/decode/(\w+)/M(\d+)_W(\d+)x(\d+)/deterministic/(ring\d\w*|minblocks\d|fixedtiles|dualacc|combo\d|splits\d)", n)
     if m:
         variants.append(f"{m[5]} {m[1]} M{m[2]} {m[3]}x{m[4]}: {b['us']:.2f} us ({b['frac_copy']:.2f} of copy)")
         continue
@@ -47,3 +47,18 @@ for (N, K, M), r in sorted(rows.items()):
           f"{100 * (us('w4a4_rac50_shared') / w - 1):.0f} | {100 * (us('w4a4_rac50_own') / w - 1):.0f} |")
 for v in variants:
     print(v)
+print()
+print("Pair-coded NVFP4 weights (fp16 lanes; the decode fast path) against the plain layouts:")
+print("| weight | M | plain bf16 us | plain fp16 us | pair us | frac copy | x bf16 | x fp8 "
+      "| pair RAC50 shared us | +% | pair RAC50 own us | +% |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for (N, K, M), r in sorted(rows.items()):
+    if "w4a4_pair" not in r:
+        continue
+    def us(k):
+        return r[k]["us"] if k in r else float("nan")
+    p = us("w4a4_pair")
+    print(f"| {N}x{K} | {M} | {us('w4a4_nvfp4'):.2f} | {us('w4a4_nvfp4_fp16'):.2f} | {p:.2f} | "
+          f"{r['w4a4_pair']['frac_copy']:.2f} | {us('cublas_bf16') / p:.2f} | {us('cublaslt_fp8') / p:.2f} | "
+          f"{us('w4a4_pair_rac50_shared'):.2f} | {100 * (us('w4a4_pair_rac50_shared') / p - 1):.0f} | "
+          f"{us('w4a4_pair_rac50_own'):.2f} | {100 * (us('w4a4_pair_rac50_own') / p - 1):.0f} |")

@@ -9,6 +9,7 @@
 #include "gpu_helpers.cuh"
 
 #include <quads/gemm/decode.cuh>
+#include <quads/gemm/pair_coding.cuh>
 
 #include <quads/compensation/reference.hpp>
 #include <quads/epilogue/epilogue.hpp>
@@ -18,6 +19,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -95,7 +97,16 @@ void launch_and_check(int M, int N, int K, bool residual, const qg::fp4_weights<
     }
 }
 
-template <class Lane>
+//! The weights as uploaded: pair-coded (on the host) for `pair_coded` formats, else as is.
+template <class WF>
+quads::reference::quantized_tensor<quads::nvfp4> upload_form(
+    const quads::reference::quantized_tensor<quads::nvfp4>& wq) {
+  auto out = wq;
+  if constexpr (qg::is_pair_coded<WF>) qg::encode_pair_coded(out.data, out.data);
+  return out;
+}
+
+template <class Lane, class WF = quads::nvfp4>
 void w4a4_nvfp4(const char* name) {
   auto g = quads_test::rng(std::string("gemm.gpu.w4a4.") + name);
   for (const shape s : sweep()) {
@@ -105,17 +116,60 @@ void w4a4_nvfp4(const char* name) {
     const qe::alpha_source host_alpha{.a = aq.tensor_scales.data(), .a_mode = qe::scale_source::tensor,
                                       .w = wq.tensor_scales.data(), .w_mode = qe::scale_source::tensor};
     const auto y_ref = qgr::scaled(acc, host_alpha);
-    dev_tensor<quads::nvfp4> dw(wq), da(aq);
+    dev_tensor<quads::nvfp4> dw(upload_form<WF>(wq)), da(aq);
     auto args = [&](float* y) {
       return epi_alpha::arguments{{.a = da.ts.ptr, .a_mode = qe::scale_source::tensor,
                                    .w = dw.ts.ptr, .w_mode = qe::scale_source::tensor},
                                   {y, s.N}};
     };
     launch_and_check<Lane, epi_alpha>(s.M, s.N, s.K, false,
-                                      qg::fp4_weights<quads::nvfp4>{dw.data.ptr, dw.scales.ptr},
+                                      qg::fp4_weights<WF>{dw.data.ptr, dw.scales.ptr},
                                       qg::fp4_activations<quads::nvfp4>{da.data.ptr, da.scales.ptr},
                                       args, y_ref, acc, alpha_abs(acc, host_alpha),
                                       std::string("w4a4 ") + name);
+  }
+}
+
+} // namespace
+
+namespace {
+
+template <class Lane, class WF>
+void rac_cases(const char* name) {
+  auto g = quads_test::rng(std::string("gemm.gpu.rac.") + name);
+  for (const auto mode : {quads::compensation::residual_scale::shared,
+                          quads::compensation::residual_scale::own}) {
+    const bool own = mode == quads::compensation::residual_scale::own;
+    for (const shape s : sweep()) {
+      const auto wq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
+      const auto rac = qt::make_rac(qt::random_matrix(g, s.M, s.K), s.M, s.K, 2, 0, mode);  // ~50 %
+      const auto acc = qgr::w4a4_rac(rac.act, wq, rac.sel);
+      const qe::alpha_source hx{.a = rac.act.x_scales.data(), .a_mode = qe::scale_source::tensor,
+                                .w = wq.tensor_scales.data(), .w_mode = qe::scale_source::tensor};
+      const qe::alpha_source hr{.a = rac.act.r_scales.data(), .a_mode = qe::scale_source::tensor,
+                                .w = wq.tensor_scales.data(), .w_mode = qe::scale_source::tensor};
+      const auto y_ref = qgr::scaled(acc, hx, own ? &hr : nullptr);
+      dev_tensor<quads::nvfp4> dw(upload_form<WF>(wq));
+      qt::dbuf<std::uint8_t> dd(rac.act.data), dsc(rac.act.scales);
+      qt::dbuf<quads::tensor_scale> dxs(rac.act.x_scales), drs(rac.act.r_scales);
+      qt::dbuf<int> dslot(rac.sel.slot_table());
+      const qg::rac_activations<quads::nvfp4> a{dd.ptr, dsc.ptr, dslot.ptr, rac.sel.selected, mode};
+      const qg::fp4_weights<WF> w{dw.data.ptr, dw.scales.ptr};
+      const qe::alpha_source dx{.a = dxs.ptr, .a_mode = qe::scale_source::tensor, .w = dw.ts.ptr,
+                                .w_mode = qe::scale_source::tensor};
+      const qe::alpha_source dr{.a = drs.ptr, .a_mode = qe::scale_source::tensor, .w = dw.ts.ptr,
+                                .w_mode = qe::scale_source::tensor};
+      const auto aabs = alpha_abs(acc, hx, own ? &hr : nullptr);
+      if (own) {
+        auto args = [&](float* y) { return epi_rac::arguments{dx, dr, {y, s.N}}; };
+        launch_and_check<Lane, epi_rac>(s.M, s.N, s.K, true, w, a, args, y_ref, acc, aabs,
+                                                 std::string("rac own ") + name);
+      } else {
+        auto args = [&](float* y) { return epi_alpha::arguments{dx, {y, s.N}}; };
+        launch_and_check<Lane, epi_alpha>(s.M, s.N, s.K, false, w, a, args, y_ref, acc,
+                                                   aabs, std::string("rac shared ") + name);
+      }
+    }
   }
 }
 
@@ -175,41 +229,35 @@ TEST_CASE("sm90: emulated W4A4 MXFP4 (bf16 lanes) matches the float64 reference"
 }
 
 TEST_CASE("sm90: W4A4 + RAC composition (b), shared and own residual scales, matches the reference") {
-  auto g = quads_test::rng("gemm.gpu.rac");
-  for (const auto mode : {quads::compensation::residual_scale::shared,
-                          quads::compensation::residual_scale::own}) {
-    const bool own = mode == quads::compensation::residual_scale::own;
-    for (const shape s : sweep()) {
-      const auto wq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
-      const auto rac = qt::make_rac(qt::random_matrix(g, s.M, s.K), s.M, s.K, 2, 0, mode);  // ~50 %
-      const auto acc = qgr::w4a4_rac(rac.act, wq, rac.sel);
-      const qe::alpha_source hx{.a = rac.act.x_scales.data(), .a_mode = qe::scale_source::tensor,
-                                .w = wq.tensor_scales.data(), .w_mode = qe::scale_source::tensor};
-      const qe::alpha_source hr{.a = rac.act.r_scales.data(), .a_mode = qe::scale_source::tensor,
-                                .w = wq.tensor_scales.data(), .w_mode = qe::scale_source::tensor};
-      const auto y_ref = qgr::scaled(acc, hx, own ? &hr : nullptr);
-      dev_tensor<quads::nvfp4> dw(wq);
-      qt::dbuf<std::uint8_t> dd(rac.act.data), dsc(rac.act.scales);
-      qt::dbuf<quads::tensor_scale> dxs(rac.act.x_scales), drs(rac.act.r_scales);
-      qt::dbuf<int> dslot(rac.sel.slot_table());
-      const qg::rac_activations<quads::nvfp4> a{dd.ptr, dsc.ptr, dslot.ptr, rac.sel.selected, mode};
-      const qg::fp4_weights<quads::nvfp4> w{dw.data.ptr, dw.scales.ptr};
-      const qe::alpha_source dx{.a = dxs.ptr, .a_mode = qe::scale_source::tensor, .w = dw.ts.ptr,
-                                .w_mode = qe::scale_source::tensor};
-      const qe::alpha_source dr{.a = drs.ptr, .a_mode = qe::scale_source::tensor, .w = dw.ts.ptr,
-                                .w_mode = qe::scale_source::tensor};
-      const auto aabs = alpha_abs(acc, hx, own ? &hr : nullptr);
-      if (own) {
-        auto args = [&](float* y) { return epi_rac::arguments{dx, dr, {y, s.N}}; };
-        launch_and_check<qg::bf16_lane, epi_rac>(s.M, s.N, s.K, true, w, a, args, y_ref, acc, aabs,
-                                                 "rac own");
-      } else {
-        auto args = [&](float* y) { return epi_alpha::arguments{dx, {y, s.N}}; };
-        launch_and_check<qg::bf16_lane, epi_alpha>(s.M, s.N, s.K, false, w, a, args, y_ref, acc,
-                                                   aabs, "rac shared");
-      }
-    }
+  rac_cases<qg::bf16_lane, quads::nvfp4>("bf16");
+}
+
+TEST_CASE("sm90: emulated W4A4 with pair-coded NVFP4 weights (fp16 lanes) matches the float64 reference") {
+  w4a4_nvfp4<qg::fp16_lane, qg::pair_coded<quads::nvfp4>>("pair-coded");
+}
+
+TEST_CASE("sm90: W4A4 + RAC (b) with pair-coded NVFP4 weights (fp16 lanes) matches the reference") {
+  rac_cases<qg::fp16_lane, qg::pair_coded<quads::nvfp4>>("pair-coded");
+}
+
+TEST_CASE("sm90: the device pair coder is byte-identical to the host's, in place and out of place") {
+  auto g = quads_test::rng("gemm.gpu.pair_coding");
+  std::uniform_int_distribution<int> d(0, 255);
+  for (const std::size_t bytes : {std::size_t{4}, std::size_t{20}, std::size_t{4096 + 12},
+                                  std::size_t{3} << 20}) {
+    std::vector<std::uint8_t> plain(bytes);
+    for (auto& b : plain) b = static_cast<std::uint8_t>(d(g));
+    std::vector<std::uint8_t> want = plain;
+    qg::encode_pair_coded(want, want);
+    qt::dbuf<std::uint8_t> in(plain), out(std::vector<std::uint8_t>(bytes, 0));
+    QUADS_GEMM_CHECK(qg::encode_pair_coded_async(in.ptr, out.ptr, bytes, nullptr));
+    QUADS_GEMM_CHECK(qg::encode_pair_coded_async(in.ptr, in.ptr, bytes, nullptr));
+    qt::sync_ok();
+    INFO("bytes " << bytes);
+    CHECK(out.download(bytes) == want);
+    CHECK(in.download(bytes) == want);
   }
+  CHECK(qg::encode_pair_coded_async(nullptr, nullptr, 6, nullptr) == cudaErrorInvalidValue);
 }
 
 } // TEST_SUITE

@@ -186,13 +186,13 @@ template <mma_lane Lane>
 QUADS_DEVICE_API void mma_16816(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
                                 std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
   if constexpr (std::is_same_v<Lane, bf16_lane>) {
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
         "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
   } else {
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
         "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -929,36 +929,53 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
     if (!resident) __syncthreads();
   }
 
-  // --- C fragments to this warp's (drained) ring: [token m][row n] floats, residual after -------
+  // --- split-K reduction, push form: each CTA stores its partials straight into the shared
+  // memory of the CTA that owns the fragment (fragment f belongs to split f % splits), one slot
+  // per source split; after the cluster barrier every owner sums its slots in split order
+  // (deterministic) and runs the epilogue. Remote stores do not wait for a reply, so this costs
+  // two cluster barriers and local loads (the pull form it replaces read every partial back from
+  // remote shared memory, which cost 2-80 us at 4-8 splits on the H200, 02:27 UTC run).
   cp_async_wait<0>();
-  __syncwarp();
   if constexpr (DualAcc)
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], acc2[j][e]);
-  float* cw = reinterpret_cast<float*>(my_ring);
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int n = g + (e >= 2 ? 8 : 0);
-      const int m = 8 * j + 2 * t + (e & 1);
-      cw[m * 16 + n] = acc[j][e] * p.fold;  // exact: a power of two
-      if constexpr (T::rac) cw[256 + m * 16 + n] = acc_r[j][e] * p.fold;
-    }
-  auto c_at = [&](const unsigned char* base, int m, int nl, int which) {
-    const float* w0 = reinterpret_cast<const float*>(base + (nl / 16) * S * SL::stage_bytes);
-    return w0[which * 256 + m * 16 + nl % 16];
-  };
-
   namespace cg = cooperative_groups;
-  if (splits > 1) cg::this_cluster().sync();
+  constexpr int per_row = SL::rows_per_cta / W;
+  constexpr int which_count = Epi::reads_residual ? 2 : 1;  // main and residual accumulators
+  constexpr int most_slots = SL::tokens_per_cta * per_row + SL::max_splits;  // >= splits * lf_count
+  static_assert(which_count * most_slots * W * 4 <= SL::warps * S * SL::stage_bytes,
+                "quads: the split-K receive slots must fit the drained weight rings");
+  const int frags = tokens * per_row;
+  const int lf_count = (SL::tokens_per_cta * per_row + splits - 1) / splits;  // slots per source
+  float* recv = reinterpret_cast<float*>(ring);
+  auto slot_of = [&](int which, int src, int lf) {
+    return ((which * splits + src) * lf_count + lf) * W;
+  };
+  if (splits > 1) cg::this_cluster().sync();  // every CTA's rings drained and free
+  else __syncthreads();
+  if (warp_active) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int m = 8 * j + 2 * t + (e & 1);
+        if (j >= nt || m >= tokens) continue;
+        const int nl = warp * SL::rows_per_warp + g + (e >= 2 ? 8 : 0);
+        const int f = m * per_row + nl / W;
+        const int owner = f % splits, lf = f / splits;
+        float* dst = splits > 1 ? cg::this_cluster().map_shared_rank(recv, owner) : recv;
+        dst[slot_of(0, split, lf) + nl % W] = acc[j][e] * p.fold;  // exact: a power of two
+        if constexpr (Epi::reads_residual) dst[slot_of(1, split, lf) + nl % W] = acc_r[j][e] * p.fold;
+      }
+  }
+  if (splits > 1) cg::this_cluster().sync();  // every partial has arrived
   else __syncthreads();
 
-  constexpr int per_row = SL::rows_per_cta / W;
-  const int frags = tokens * per_row;
-  for (int f = split * SL::threads + tid; f < frags; f += splits * SL::threads) {
+  for (int lf = tid; lf < lf_count; lf += SL::threads) {
+    const int f = lf * splits + split;
+    if (f >= frags) break;
     const int m = f / per_row;
     const int nl = (f % per_row) * W;
     const int col = n_cta + nl;
@@ -967,43 +984,26 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
     fr.row = m0 + m;
     fr.col = col;
     fr.count = min(W, p.N - col);
-    // the split partials in split order; the loads of G ranks are in flight together (remote
-    // shared memory is slow), G smaller when a residual accumulator doubles the registers
-    constexpr int G = (Epi::reads_residual || W > 16) ? 1 : 2;
 #pragma unroll
-    for (int i = 0; i < W; ++i) {
-      fr.v[i] = 0.0f;
-      fr.r[i] = 0.0f;
-    }
-    for (int q0 = 0; q0 < splits; q0 += G) {
-      float part[G][W];
-      float part_r[Epi::reads_residual ? G : 1][W];
+    for (int i = 0; i < W; ++i) fr.r[i] = 0.0f;
+    for (int q = 0; q < splits; ++q) {
+      const float* src = recv + slot_of(0, q, lf);
 #pragma unroll
-      for (int q = 0; q < G; ++q) {
-        if (q0 + q < splits) {
-          const unsigned char* base =
-              splits > 1 ? cg::this_cluster().map_shared_rank(ring, q0 + q) : ring;
+      for (int i = 0; i < W; ++i) {
+        const float v = i < fr.count ? src[i] : 0.0f;
+        fr.v[i] = q == 0 ? v : __fadd_rn(fr.v[i], v);
+      }
+      if constexpr (Epi::reads_residual) {
+        const float* srr = recv + slot_of(1, q, lf);
 #pragma unroll
-          for (int i = 0; i < W; ++i) {
-            part[q][i] = i < fr.count ? c_at(base, m, nl + i, 0) : 0.0f;
-            if constexpr (Epi::reads_residual)
-              part_r[q][i] = i < fr.count ? c_at(base, m, nl + i, 1) : 0.0f;
-          }
+        for (int i = 0; i < W; ++i) {
+          const float v = i < fr.count ? srr[i] : 0.0f;
+          fr.r[i] = q == 0 ? v : __fadd_rn(fr.r[i], v);
         }
       }
-#pragma unroll
-      for (int q = 0; q < G; ++q)
-        if (q0 + q < splits)
-#pragma unroll
-          for (int i = 0; i < W; ++i) {
-            fr.v[i] = q0 + q == 0 ? part[q][i] : __fadd_rn(fr.v[i], part[q][i]);
-            if constexpr (Epi::reads_residual)
-              fr.r[i] = q0 + q == 0 ? part_r[q][i] : __fadd_rn(fr.r[i], part_r[q][i]);
-          }
     }
     (void)epilogue::apply_node<Epi>(fr, ep);
   }
-  if (splits > 1) cg::this_cluster().sync();  // keep this CTA's shared memory for the readers
 }
 
 } // namespace detail
@@ -1142,10 +1142,10 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
   p.ws_r = p.own ? p.ws + plan.residual_offset() : nullptr;
 
   constexpr int W = epilogue_fragment_width<Epi>;
-  // RAC activations stay on the fallback kernel: their streaming instantiation was refused by
-  // the device in the last H200 run (shared-memory attribute, fixed since) and has not run again.
-  if constexpr (!AT::rac && !detail::reads_residual_of<Epi>::value &&
-                stream_layout::rows_per_cta % W == 0) {
+  // Every operand kind, RAC included (residual slabs next to the activation slabs, a second
+  // accumulator for residual_scale::own), runs on the streaming kernel when the fragments tile
+  // a CTA's rows and the splits fit one cluster.
+  if constexpr (stream_layout::rows_per_cta % W == 0) {
     if (plan.splits <= stream_layout::max_splits) {
       // One kernel: streaming mainloop, cluster split-K reduction, fused epilogue.
       using SL = stream_layout;
