@@ -57,6 +57,12 @@ using q_given = quads::block_quantizer<quads::nvfp4,
                                        quads::quant_options{.global = quads::global_scale::given}>;
 static_assert(qe::chain<qe::swiglu<>, qe::quantize_output<q_given>>::input_width == 32);
 static_assert(qe::chain<qe::quantize_output<quads::block_quantizer<quads::mxfp4>>>::input_width == 32);
+// fragment widths the GEMM epilogues use: 1 for element-wise chains, else lcm(input width, 16)
+static_assert(qe::fragment_width<qe::chain<qe::scale_alpha, qe::bias<float>, clamp_node, qe::store<float>>> == 1);
+static_assert(qe::fragment_width<qe::chain<add_lane_node, qe::store<float>>> == 16);
+static_assert(qe::fragment_width<qe::chain<qe::swiglu<>, qe::store<float>>> == 16);
+static_assert(qe::fragment_width<qe::chain<qe::swiglu<>, qe::quantize_output<q_given>>> == 32);
+static_assert(qe::fragment_width<qe::chain<qe::scale_alpha, qe::chain<qe::bias<float>, qe::store<float>>>> == 1);
 // a chain is a node: nesting keeps the width facts
 static_assert(qe::chain<qe::scale_alpha, qe::chain<qe::swiglu<>, qe::quantize_output<q_given>>>::input_width == 32);
 

@@ -84,6 +84,7 @@ struct chain {
   static constexpr int size = static_cast<int>(sizeof...(Nodes));
   static constexpr int width_divisor = (detail::width_divisor_of<Nodes>() * ... * 1);
   static constexpr bool reads_residual = (detail::reads_residual_of<Nodes>() || ...);
+  static constexpr bool element_wise = (detail::is_element_wise<Nodes>() && ...);
 
 private:
   static consteval int compute_input_width() {

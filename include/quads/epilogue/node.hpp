@@ -72,6 +72,14 @@ consteval int lcm(int a, int b) { return a / gcd(a, b) * b; }
 template <class N>
 inline constexpr int node_input_width = min_width_of<N>() * width_divisor_of<N>();
 
+//! Whether `N` works element by element: an element node, or a chain of such nodes only
+//! (chains say so through `element_wise`). Fragment nodes, even of width 1, are not.
+template <class N>
+consteval bool is_element_wise() {
+  if constexpr (requires { N::element_wise; }) return N::element_wise;
+  else return has_element_apply<N>;
+}
+
 template <class N>
 concept has_fragment_apply =
     has_params<N> && requires(const fragment<node_input_width<N>>& f, const typename N::params& p) {
@@ -79,6 +87,13 @@ concept has_fragment_apply =
     };
 
 } // namespace detail
+
+//! Columns of one fragment that the GEMM epilogues hand to node (chain) `N`: 1 when it works
+//! element by element (every element independent: small-M decode epilogues spread over more
+//! threads), otherwise lcm(its input width, 16), which is what a fragment node may rely on.
+template <class N>
+inline constexpr int fragment_width =
+    detail::is_element_wise<N>() ? 1 : detail::lcm(detail::node_input_width<N>, 16);
 
 //! A composable epilogue step (see the file comment for the requirements).
 template <class N>

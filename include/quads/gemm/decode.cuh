@@ -475,10 +475,12 @@ struct reads_residual_of : std::bool_constant<epilogue::detail::reads_residual_o
 
 } // namespace detail
 
-//! Width (columns) of one epilogue fragment for chain `Epi`: its input width, at least 16.
+//! Width (columns) of one epilogue fragment for chain `Epi` (`epilogue::fragment_width`): 1 for
+//! element-wise chains, so that a small-M decode epilogue spreads over many threads (with 16
+//! columns the M = 1 epilogue of a CTA ran in 8 threads, ~1,000 SASS instructions deep: H200,
+//! 02:40 UTC), else lcm(input width, 16).
 template <class Epi>
-inline constexpr int epilogue_fragment_width =
-    epilogue::detail::lcm(epilogue::detail::node_input_width<Epi>, 16);
+inline constexpr int epilogue_fragment_width = epilogue::fragment_width<Epi>;
 
 namespace detail {
 

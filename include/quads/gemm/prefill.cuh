@@ -24,8 +24,8 @@
 //!   fragments of the tile's four k-steps, then issues 4 `wgmma.m64n256k16` (A in registers, B by
 //!   descriptor). It dequantizes the next tile while these run, then waits and frees the stage.
 //! - epilogue: accumulators x 2^(c_w + c_a) (exact) staged through shared memory (transposed to
-//!   token-major), then the chain `Epi` on fragments of `lcm(input width, 16)` columns of a row,
-//!   as the decode GEMM's epilogue pass does, but without an fp32 round trip through memory.
+//!   token-major), then the chain `Epi` per element (element-wise chains) or on fragments of
+//!   `lcm(input width, 16)` columns of a row, without an fp32 round trip through memory.
 //!
 //! Why RS (weights in registers) and not dequantizing into shared memory for the SS form: the
 //! dequantized weight never touches shared memory (no extra stores, fence or barrier per tile),
@@ -695,9 +695,9 @@ detail::prefill_gemm_prepared_impl(const prefill_plan& plan, const fp4_weights<n
   static_assert(epilogue::check_epilogue_node<Epi>());
   static_assert(!detail::reads_residual_of<Epi>::value,
                 "quads: prefill_gemm has no RAC residual accumulator (use decode_gemm)");
-  // Element chains (input width 1) run per element with coalesced stores; chains of fragment
-  // nodes get fragments of lcm(input width, 16) columns, as in the decode GEMM.
-  constexpr int W = epilogue::detail::node_input_width<Epi> == 1 ? 1 : epilogue_fragment_width<Epi>;
+  // Element-wise chains run per element with coalesced stores; chains with fragment nodes get
+  // fragments of lcm(input width, 16) columns (`epilogue::fragment_width`).
+  constexpr int W = epilogue_fragment_width<Epi>;
   static_assert(64 % W == 0, "quads: prefill_gemm: the epilogue's fragment width must divide 64");
   using ::quads::kernels::detail::aligned;
   using ::quads::kernels::detail::fail;

@@ -222,13 +222,13 @@ inline double tolerance(const accumulators& acc, int m, int n, int splits = 1) {
 }
 
 //! Runs the epilogue chain `Epi` over the accumulators on the host, as the GPU epilogue pass
-//! does: row by row, fragments of lcm(input width, 16) columns, inputs
+//! does: row by row, fragments of `epilogue::fragment_width<Epi>` columns, inputs
 //! `float(acc)` and `float(acc_r)`. Node pointers must point to host memory. Throws
 //! `std::invalid_argument` when `Epi::check` (if any) refuses the arguments.
 template <class Epi>
 void apply_epilogue(const accumulators& acc, const typename Epi::arguments& args) {
   static_assert(epilogue::check_epilogue_node<Epi>());
-  constexpr int W = epilogue::detail::lcm(epilogue::detail::node_input_width<Epi>, 16);
+  constexpr int W = epilogue::fragment_width<Epi>;
   if (const char* why = epilogue::check_arguments<Epi>(args, acc.rows, acc.cols))
     throw std::invalid_argument(why);
   const typename Epi::params p = Epi::to_params(args);
