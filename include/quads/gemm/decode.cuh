@@ -11,6 +11,7 @@
 //! | nvfp4                | nvfp4 packed (emulated W4A4)              | bf16/fp16  | sm_90 (a)   |
 //! | nvfp4                | nvfp4 + RAC residual (composition (b))    | bf16/fp16  | sm_90 (a)   |
 //! | mxfp4 (UE8M0, 32)    | dense bf16, mxfp4 or nvfp4 packed         | bf16 only  | sm_90 (a)   |
+//! | pair_coded<nvfp4>    | as nvfp4 (fp16 activations for W4A16)     | fp16 only  | sm_90 (a)   |
 //! Scales: linear layout (`linear_scales`, row-major `[rows, K / B]`) for every operand.
 //!
 //! `y = epilogue(A W^T)`: `A` `[M, K]` (tokens), `W` `[N, K]` (packed E2M1, row-major, element 2i
