@@ -171,20 +171,19 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
   if constexpr (AT::rac) s.slot_stride = a.slot_expert_stride;
 
   constexpr int W = epilogue_fragment_width<Epi>;
-  // RAC activations stay on the fallback kernel (see decode_gemm).
-  // Non-RAC operands run the streaming kernel at every routing size (`grouped_kernel::automatic`).
-  // Until fae235d the persistent kernel took routings whose streaming grid is more than one wave
-  // (it was faster there: Qwen3-30B-A3B gate_up, 128 rows, 169 us streaming vs 152 us
-  // persistent). The MoE layer test's non-RAC grouped GEMMs on the persistent kernel gave wrong
-  // results on the H200 (23:51 and 00:25 UTC); on the streaming kernel the whole MoE suite passes
-  // (00:46 UTC run). The cause is not known: the persistent kernel passed the same routings and
-  // shapes as GEMM-level tests, and inside the layer with synthetic operands, in that run
-  // (docs/gemm.md, "Grouped expert GEMM"). `grouped_kernel::persistent` still selects it.
+  // Every operand kind (RAC included since 2026-11-30, as in decode_gemm) runs the streaming
+  // kernel at every routing size (`grouped_kernel::automatic`). Until fae235d the persistent
+  // kernel took routings whose streaming grid is more than one wave (it was faster there:
+  // Qwen3-30B-A3B gate_up, 128 rows, 169 us streaming vs 152 us persistent). The MoE layer
+  // test's non-RAC grouped GEMMs on the persistent kernel gave wrong results on the H200 (23:51
+  // and 00:25 UTC); on the streaming kernel the whole MoE suite passes (00:46 UTC run). The cause
+  // is not known: the persistent kernel passed the same routings and shapes as GEMM-level tests,
+  // and inside the layer with synthetic operands, in that run (docs/gemm.md, "Grouped expert
+  // GEMM"). `grouped_kernel::persistent` still selects it.
   const grouped_kernel choice =
       plan.kernel == grouped_kernel::automatic ? detail::grouped_kernel_from_env() : plan.kernel;
   const bool want_stream = choice != grouped_kernel::persistent;
-  if constexpr (!AT::rac && !detail::reads_residual_of<Epi>::value &&
-                stream_layout::rows_per_cta % W == 0) {
+  if constexpr (stream_layout::rows_per_cta % W == 0) {
     if (want_stream && plan.splits <= stream_layout::max_splits && plan.stream_m_tiles <= 65535) {
       // The streaming kernel (decode.cuh), one CTA per (split, 128-row n-tile, m-tile slot);
       // slots beyond the routing's m-tiles leave at once.

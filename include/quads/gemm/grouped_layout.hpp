@@ -29,7 +29,7 @@ inline constexpr int grouped_max_experts = 1024;
 
 //! Which mainloop `grouped_gemm` runs (`grouped_plan::kernel`).
 enum class grouped_kernel : ::cuda::std::uint8_t {
-  automatic,   //!< the launcher's rule (grouped.cuh: streaming unless RAC / a residual epilogue)
+  automatic,   //!< the launcher's rule (grouped.cuh: streaming when the fragments tile a CTA)
   streaming,   //!< the streaming kernel when the operands allow it (else persistent)
   persistent,  //!< the persistent decode-tile kernel (split partials + epilogue pass)
 };
