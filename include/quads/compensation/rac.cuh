@@ -188,36 +188,60 @@ struct rac_writer {
     }
   }
 
+  //! `Quantizer::quantize` of one block as code words: nearest-even amax -> 6 goes through the
+  //! kernels' block path (`quantize_blocks`, bit-identical to the core functor and verified by
+  //! the GPU suite), everything else through `Quantizer::quantize` itself.
+  QUADS_DEVICE_API static std::uint8_t quantize_words(const float (&v)[B], tensor_scale ts,
+                                                      std::uint64_t seed, std::uint64_t index,
+                                                      code_words<F>& out) {
+    if constexpr (kd::fast_path_applies<Quantizer>) {
+      float vv[1][B];
+#pragma unroll
+      for (int i = 0; i < B; ++i)
+        vv[0][i] = v[i];
+      const std::uint64_t idx[1] = {index};
+      kd::block_words<B> bw[1];
+      kd::quantize_blocks<Quantizer, 1>(vv, ts, seed, idx, bw);
+#pragma unroll
+      for (int i = 0; i < B / 8; ++i)
+        out.w[i] = bw[0].w[i];
+      return bw[0].scale;
+    } else {
+      const packed_block<F> pb = Quantizer::quantize(v, ts, Quantizer::bits_for(seed, index));
+      out = words_of(pb);
+      return pb.scale;
+    }
+  }
+
   //! Q(x) of block `kb` of `row` (`Quantizer::quantize`, the one QDQ path).
-  QUADS_DEVICE_API packed_block<F> quantize_x(const float (&v)[B], tensor_scale ts_x, int row,
-                                              int kb) const {
-    return Quantizer::quantize(
-        v, ts_x,
-        Quantizer::bits_for(seed,
-                           static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb));
+  QUADS_DEVICE_API std::uint8_t quantize_x(const float (&v)[B], tensor_scale ts_x, int row, int kb,
+                                           code_words<F>& out) const {
+    return quantize_words(
+        v, ts_x, seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb, out);
   }
 
   //! Q(v - QDQ(v)) with `ts_r` (`residual_quantizer`, i.e. `Quantizer::decode` and `::quantize`).
-  QUADS_DEVICE_API packed_block<F> residual(const float (&v)[B], const packed_block<F>& qx,
-                                            tensor_scale ts_x, tensor_scale ts_r, int row,
-                                            int j) const {
+  QUADS_DEVICE_API std::uint8_t residual(const float (&v)[B], const code_words<F>& cx,
+                                         std::uint8_t sx, tensor_scale ts_x, tensor_scale ts_r,
+                                         int row, int j, code_words<F>& out) const {
     float r[B];
-    residual_quantizer<Quantizer>::residual(v, qx, ts_x, r);
-    return Quantizer::quantize(
-        r, ts_r, Quantizer::bits_for(seed, residual_block_index(rows, nkb, nsel, row, j)));
+    residual_quantizer<Quantizer>::residual(v, block_of(cx, sx), ts_x, r);
+    return quantize_words(r, ts_r, seed, residual_block_index(rows, nkb, nsel, row, j), out);
   }
 
   QUADS_DEVICE_API void put(const float (&v)[B], int row, int kb, int j, tensor_scale ts_x,
                             tensor_scale ts_r) const {
     const std::size_t row_bytes = static_cast<std::size_t>(nkb + nsel) * (B / 2);
     std::uint8_t* out_row = data + static_cast<std::size_t>(row) * row_bytes;
-    const packed_block<F> qx = quantize_x(v, ts_x, row, kb);
-    store_words(out_row + static_cast<std::size_t>(kb) * (B / 2), words_of(qx));
-    scales[layout.offset(row, kb)] = qx.scale;
+    code_words<F> cx;
+    const std::uint8_t sx = quantize_x(v, ts_x, row, kb, cx);
+    store_words(out_row + static_cast<std::size_t>(kb) * (B / 2), cx);
+    scales[layout.offset(row, kb)] = sx;
     if (j >= 0) {
-      const packed_block<F> qr = residual(v, qx, ts_x, ts_r, row, j);
-      store_words(out_row + static_cast<std::size_t>(nkb + j) * (B / 2), words_of(qr));
-      scales[layout.offset(row, nkb + j)] = qr.scale;
+      code_words<F> cr;
+      const std::uint8_t sr = residual(v, cx, sx, ts_x, ts_r, row, j, cr);
+      store_words(out_row + static_cast<std::size_t>(nkb + j) * (B / 2), cr);
+      scales[layout.offset(row, nkb + j)] = sr;
     }
     if (kb == 0 && (scale_source<Quantizer>::per_row || row == 0)) {
       const int at = scale_source<Quantizer>::per_row ? row : 0;
@@ -301,6 +325,11 @@ __global__ void __launch_bounds__(rac_threads, 4)
     ts_x = src.x(0);
     ts_r = src.r(0, ts_x);
   }
+  // Q(x) through the turbo block path when x's scale is one per call (per-CTA multiplier table)
+  constexpr bool turbo = kd::turbo_applies<Quantizer, T> && !per_row;
+  __shared__ float turbo_tab[turbo ? 128 : 1];
+  kd::turbo_ctx tc{};
+  if constexpr (turbo) tc = kd::make_turbo_ctx<Quantizer>(ts_x, turbo_tab);
   const int lane = static_cast<int>(threadIdx.x & 31u);
   const std::uint32_t stride = gridDim.x * blockDim.x;
   const std::uint32_t row_bytes = static_cast<std::uint32_t>(w.nkb + w.nsel) * (B / 2);
@@ -319,7 +348,7 @@ __global__ void __launch_bounds__(rac_threads, 4)
       cw.w[i] = t[(RW + i) * CAP];
     const int r = static_cast<int>(t[(RW + B / 8) * CAP]);
     const int j = static_cast<int>(t[(RW + B / 8 + 1) * CAP]);
-    const packed_block<F> qx = block_of(cw, static_cast<std::uint8_t>(t[(RW + B / 8 + 2) * CAP]));
+    const std::uint8_t sx = static_cast<std::uint8_t>(t[(RW + B / 8 + 2) * CAP]);
     float v[B];
     kd::widen(rb, v);
     tensor_scale tx = ts_x, tr = ts_r;
@@ -327,11 +356,12 @@ __global__ void __launch_bounds__(rac_threads, 4)
       tx = src.x(r);
       tr = src.r(r, tx);
     }
-    const packed_block<F> qr = w.residual(v, qx, tx, tr, r, j);
+    code_words<F> cr;
+    const std::uint8_t sr = w.residual(v, cw, sx, tx, tr, r, j, cr);
     w.store_words(w.data + static_cast<std::size_t>(r) * row_bytes +
                       static_cast<std::size_t>(w.nkb + j) * (B / 2),
-                  words_of(qr));
-    w.scales[w.layout.offset(r, w.nkb + j)] = qr.scale;
+                  cr);
+    w.scales[w.layout.offset(r, w.nkb + j)] = sr;
   };
 
   int head = 0, pending = 0; // warp-uniform ring state
@@ -354,21 +384,39 @@ __global__ void __launch_bounds__(rac_threads, 4)
     for (int q = 0; q < U; ++q) {
       int j = -1;
       int r = 0;
-      packed_block<F> qx;
+      code_words<F> cx{};
+      std::uint8_t sx = 0;
       if (in[q]) {
-        float v[B];
-        kd::widen(raw[q], v);
         r = static_cast<int>(row[q]);
         if constexpr (per_row) {
           ts_x = src.x(r);
           ts_r = src.r(r, ts_x);
         }
         j = __ldg(slot + kb[q]);
-        qx = w.quantize_x(v, ts_x, r, static_cast<int>(kb[q]));
+        bool done = false;
+        if constexpr (turbo) {
+          if (tc.ok) {
+            const kd::raw_block<T, B> one[1] = {raw[q]};
+            kd::block_words<B> bw[1];
+            float unused[1][B];
+            if (kd::turbo_blocks<Quantizer, T, 1, true, false>(one, tc, bw, unused)) {
+#pragma unroll
+              for (int i = 0; i < B / 8; ++i)
+                cx.w[i] = bw[0].w[i];
+              sx = bw[0].scale;
+              done = true;
+            }
+          }
+        }
+        if (!done) {
+          float v[B];
+          kd::widen(raw[q], v);
+          sx = w.quantize_x(v, ts_x, r, static_cast<int>(kb[q]), cx);
+        }
         w.store_words(w.data + static_cast<std::size_t>(r) * row_bytes +
                           static_cast<std::size_t>(kb[q]) * (B / 2),
-                      words_of(qx));
-        w.scales[w.layout.offset(r, static_cast<int>(kb[q]))] = qx.scale;
+                      cx);
+        w.scales[w.layout.offset(r, static_cast<int>(kb[q]))] = sx;
         if (kb[q] == 0 && (per_row || r == 0)) {
           const int at = per_row ? r : 0;
           if (w.x_scales != nullptr) w.x_scales[at] = ts_x;
@@ -384,13 +432,12 @@ __global__ void __launch_bounds__(rac_threads, 4)
 #pragma unroll
         for (int i = 0; i < RW; ++i)
           t[i * CAP] = rw[i];
-        const code_words<F> cw = words_of(qx);
 #pragma unroll
         for (int i = 0; i < B / 8; ++i)
-          t[(RW + i) * CAP] = cw.w[i];
+          t[(RW + i) * CAP] = cx.w[i];
         t[(RW + B / 8) * CAP] = static_cast<std::uint32_t>(r);
         t[(RW + B / 8 + 1) * CAP] = static_cast<std::uint32_t>(j);
-        t[(RW + B / 8 + 2) * CAP] = qx.scale;
+        t[(RW + B / 8 + 2) * CAP] = sx;
       }
       pending += __popc(sel_mask);
     }
@@ -415,6 +462,142 @@ __global__ void __launch_bounds__(rac_threads, 4)
     int p = head + lane;
     if (p >= CAP) p -= CAP;
     process(p);
+  }
+}
+
+//! Whether the column kernel applies: the turbo block path (NVFP4, nearest-even, amax -> 6, IEEE
+//! scale math, bf16 / fp16 input) with one x scale per call (given or per tensor).
+template <class Quantizer, class T>
+inline constexpr bool rac_column_applies =
+    kd::turbo_applies<Quantizer, T> && !scale_source<Quantizer>::per_row;
+
+//! No permutation, column mapping (the default configuration's fast kernel). Each CTA walks rows
+//! (two per iteration for more loads in flight); thread t takes the t-th entry of a column map
+//! that lists the selected blocks first (column c < |S| is residual slot c) and the others after,
+//! so a warp's lanes are all selected or all not (except one warp when |S| % 32 != 0) and the
+//! residual work runs without divergence and without staging. Q(x) and its dequantized values
+//! come from the turbo block path, the residual `x - QDQ(x)` is quantized by the fp32 turbo block
+//! (`residual_scale::shared` only: same multiplier table). A residual block holding NaN takes the
+//! kernels' fast block path; a NaN x block, or a CTA whose table is unusable, the core functors
+//! (`rac_writer`). The column map is built per CTA from `slot` (prefix count of the unselected
+//! blocks); the lines of the first rows (and of each next iteration) are prefetched into L1.
+template <class Quantizer, class Layout, class T>
+__global__ void __launch_bounds__(rac_threads)
+    rac_column_kernel(const T* x, std::int64_t row_stride, int rows, const int* slot,
+                      const int* blocks, scale_source<Quantizer> src,
+                      rac_writer<Quantizer, Layout> w) {
+  using F = typename Quantizer::format;
+  constexpr int B = Quantizer::block_size;
+  extern __shared__ int colmap[]; // nkb entries
+  __shared__ float turbo_tab[128];
+  const int nkb = w.nkb, nsel = w.nsel;
+  const int t = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
+  for (int u = 0; u < 2; ++u) { // the first two rows' lines while the tables are built
+    const int r = static_cast<int>(blockIdx.x + u * gridDim.x);
+    if (r < rows && t < nkb) kd::prefetch_l1(x + r * row_stride + static_cast<std::int64_t>(t) * B);
+  }
+  // column map: selected block kb goes to column slot[kb], unselected blocks follow in order
+  // (rank by a CTA prefix count of the unselected flags, one pass per blockDim blocks)
+  __shared__ int warp_count[rac_threads / 32];
+  const int lane = t & 31, warp = t >> 5, nwarps = (n + 31) >> 5;
+  int done = 0; // unselected blocks below this pass
+  for (int base = 0; base < nkb; base += n) {
+    const int kb = base + t;
+    const int j = kb < nkb ? __ldg(slot + kb) : 0;
+    const bool unsel = kb < nkb && j < 0;
+    const unsigned m = __ballot_sync(0xffffffffu, unsel);
+    if (lane == 0) warp_count[warp] = __popc(m);
+    __syncthreads();
+    int before = done + __popc(m & ((1u << lane) - 1u)), total_pass = 0;
+    for (int i = 0; i < nwarps; ++i) {
+      if (i < warp) before += warp_count[i];
+      total_pass += warp_count[i];
+    }
+    if (kb < nkb) colmap[unsel ? nsel + before : j] = kb;
+    done += total_pass;
+    __syncthreads(); // warp_count is rewritten by the next pass
+  }
+  (void)blocks;
+  const tensor_scale ts_x = src.x(0);
+  const tensor_scale ts_r = ts_x; // the residual shares x's scale
+  const kd::turbo_ctx tc = kd::make_turbo_ctx<Quantizer>(ts_x, turbo_tab); // synchronises
+  const std::size_t row_bytes = static_cast<std::size_t>(nkb + nsel) * (B / 2);
+  const int rstep = static_cast<int>(gridDim.x);
+  for (int r0 = static_cast<int>(blockIdx.x); r0 < rows; r0 += 2 * rstep) {
+    for (int c = t; c < nkb; c += n) {
+      const int kb = colmap[c];
+      const bool selected = c < nsel;
+      kd::raw_block<T, B> raw[2];
+      int rr[2] = {r0, r0 + rstep};
+#pragma unroll
+      for (int u = 0; u < 2; ++u)
+        if (u == 0 || rr[u] < rows)
+          kd::load_raw<T, B>(x + rr[u] * row_stride + static_cast<std::int64_t>(kb) * B, raw[u]);
+#pragma unroll
+      for (int u = 2; u < 4; ++u) { // the next iteration's lines (its loads then hit L1)
+        const int rn = r0 + u * rstep;
+        if (rn < rows) kd::prefetch_l1(x + rn * row_stride + static_cast<std::int64_t>(kb) * B);
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        if (u == 1 && rr[u] >= rows) break;
+        const int r = rr[u];
+        std::uint8_t* out_row = w.data + static_cast<std::size_t>(r) * row_bytes;
+        const kd::raw_block<T, B> one[1] = {raw[u]};
+        kd::block_words<B> qx[1], qr;
+        float dq[1][B];
+        bool fast = tc.ok;
+        if (fast) {
+          if (selected)
+            fast = kd::turbo_blocks<Quantizer, T, 1, true, true>(one, tc, qx, dq);
+          else
+            fast = kd::turbo_blocks<Quantizer, T, 1, true, false>(one, tc, qx, dq);
+        }
+        if (fast && selected) {
+          float v[B], res[B];
+          kd::widen(raw[u], v);
+#pragma unroll
+          for (int i = 0; i < B; ++i) // x - decode(code): decode has x's sign (see turbo_blocks)
+            res[i] = quads::detail::add_rn(v[i],
+                                           -__uint_as_float(__float_as_uint(dq[0][i]) |
+                                                            (__float_as_uint(v[i]) & 0x80000000u)));
+          if (!kd::turbo_block_f32<Quantizer>(res, tc, qr)) {
+            float rv[1][B];
+#pragma unroll
+            for (int i = 0; i < B; ++i)
+              rv[0][i] = res[i];
+            const std::uint64_t idx[1] = {residual_block_index(rows, nkb, nsel, r, c)};
+            kd::block_words<B> b1[1];
+            kd::quantize_blocks<Quantizer, 1>(rv, ts_r, w.seed, idx, b1);
+            qr = b1[0];
+          }
+        }
+        if (fast) {
+          code_words<F> cx;
+#pragma unroll
+          for (int i = 0; i < B / 8; ++i)
+            cx.w[i] = qx[0].w[i];
+          w.store_words(out_row + static_cast<std::size_t>(kb) * (B / 2), cx);
+          w.scales[w.layout.offset(r, kb)] = qx[0].scale;
+          if (selected) {
+            code_words<F> cr;
+#pragma unroll
+            for (int i = 0; i < B / 8; ++i)
+              cr.w[i] = qr.w[i];
+            w.store_words(out_row + static_cast<std::size_t>(nkb + c) * (B / 2), cr);
+            w.scales[w.layout.offset(r, nkb + c)] = qr.scale;
+          }
+          if (kb == 0 && r == 0) {
+            if (w.x_scales != nullptr) w.x_scales[0] = ts_x;
+            if (w.r_scales != nullptr) w.r_scales[0] = ts_r;
+          }
+        } else { // NaN block or unusable table: the core functors
+          float v[B];
+          kd::widen(raw[u], v);
+          w.put(v, r, kb, selected ? c : -1, ts_x, ts_r);
+        }
+      }
+    }
   }
 }
 
@@ -604,7 +787,21 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
                                                           sel.blocks, src, w, r_amax);
     }
   }
-  if (sel.order == nullptr) {
+  bool column = false;
+  if constexpr (detail::rac_column_applies<Quantizer, T>) {
+    if (sel.order == nullptr && !own && static_cast<std::size_t>(nkb) * sizeof(int) <= 48 * 1024) {
+      constexpr auto kernel = detail::rac_column_kernel<Quantizer, Layout, T>;
+      const int threads = ::quads::kernels::detail::cta_threads_for(nkb);
+      const unsigned grid = kd::grid_for<kernel>(
+          threads, (static_cast<std::uint64_t>(rows) + 1) / 2 * static_cast<std::uint64_t>(threads),
+          8);
+      kernel<<<grid, threads, static_cast<std::size_t>(nkb) * sizeof(int), stream>>>(
+          x, stride, rows, sel.slot, sel.blocks, src, w);
+      column = true;
+    }
+  }
+  if (column) {
+  } else if (sel.order == nullptr) {
     constexpr int U = detail::rac_unroll<T, B>;
     const std::uint32_t total = static_cast<std::uint32_t>(rows) * static_cast<std::uint32_t>(nkb);
     constexpr auto kernel = detail::rac_plain_kernel<Quantizer, Layout, T>;

@@ -8,7 +8,9 @@
 //! `detail::max_num`, and max is order-independent, so the result is bit-identical to the host.
 //! Across CTAs the tensor amax is combined with `atomicMax` on the fp32 bits (monotonic for
 //! non-negative floats, +Inf = 0x7f800000 included); the buffer is zeroed by the launcher with
-//! `cudaMemsetAsync` unless `accumulate` is set.
+//! `cudaMemsetAsync` unless `accumulate` is set. A tensor that one CTA covers (per expert) is
+//! stored by that CTA without atomics and without the memset launch. bf16 / fp16 inputs are
+//! reduced as packed pairs (`packed_amax`).
 #pragma once
 
 #include <quads/kernels/common.cuh>
@@ -57,6 +59,29 @@ QUADS_DEVICE_API void atomic_max_nonneg(float* dst, float v) {
   atomicMax(reinterpret_cast<unsigned int*>(dst), __float_as_uint(v));
 }
 
+//! Running max |x| of 16-bit elements as a packed pair (bf16x2 / half2): `__hmax2` returns the
+//! other operand when one is NaN, like `fmaxf`, and the accumulator starts at +0 and is never
+//! NaN, so folding both halves with `fmaxf` at the end gives exactly the fp32 `fmaxf` chain
+//! (max is exact and order-independent; |x| by clearing the sign bits, never -0).
+template <class T>
+struct packed_amax {
+  using P = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+  std::uint32_t bits = 0;
+  QUADS_DEVICE_API void add(uint4 w) {
+    const std::uint32_t u[4] = {w.x & 0x7fff7fffu, w.y & 0x7fff7fffu, w.z & 0x7fff7fffu,
+                                w.w & 0x7fff7fffu};
+    const P a = __hmax2(*reinterpret_cast<const P*>(&u[0]), *reinterpret_cast<const P*>(&u[1]));
+    const P b = __hmax2(*reinterpret_cast<const P*>(&u[2]), *reinterpret_cast<const P*>(&u[3]));
+    const P c = __hmax2(a, b);
+    const P m = __hmax2(*reinterpret_cast<const P*>(&bits), c);
+    bits = *reinterpret_cast<const std::uint32_t*>(&m);
+  }
+  QUADS_DEVICE_API float value(float m) const {
+    const P p = *reinterpret_cast<const P*>(&bits);
+    return fmaxf(m, fmaxf(to_float(p.x), to_float(p.y)));
+  }
+};
+
 template <class T>
 QUADS_DEVICE_API float amax_of_word(uint4 w, float m) {
   raw_block<T, 16 / sizeof(T)> r;
@@ -73,13 +98,14 @@ QUADS_DEVICE_API float amax_of_word(uint4 w, float m) {
 template <class T>
 __global__ void __launch_bounds__(amax_threads)
     tensor_amax_kernel(const T* x, fast_divmod vecs, std::uint32_t total, std::int64_t row_stride,
-                       std::int64_t expert_stride, float* amax) {
+                       std::int64_t expert_stride, float* amax, int direct) {
   __shared__ float red[amax_threads / 32];
   constexpr int E = 16 / sizeof(T);
   const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
   const std::uint32_t stride = gridDim.x * blockDim.x;
   std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
   float m = 0.0f;
+  [[maybe_unused]] packed_amax<T> pm;
   for (; u + (amax_unroll - 1) * stride < total; u += amax_unroll * stride) {
     uint4 w[amax_unroll];
 #pragma unroll
@@ -90,9 +116,14 @@ __global__ void __launch_bounds__(amax_threads)
           *reinterpret_cast<const uint4*>(xe + r * row_stride + static_cast<std::int64_t>(c) * E);
     }
 #pragma unroll
-    for (int j = 0; j < amax_unroll; ++j)
-      m = amax_of_word<T>(w[j], m);
+    for (int j = 0; j < amax_unroll; ++j) {
+      if constexpr (sizeof(T) == 2)
+        pm.add(w[j]);
+      else
+        m = amax_of_word<T>(w[j], m);
+    }
   }
+  if constexpr (sizeof(T) == 2) m = pm.value(m);
   for (; u < total; u += stride) {
     std::uint32_t r, c;
     vecs.divmod(u, r, c);
@@ -100,7 +131,14 @@ __global__ void __launch_bounds__(amax_threads)
         *reinterpret_cast<const uint4*>(xe + r * row_stride + static_cast<std::int64_t>(c) * E), m);
   }
   m = cta_max(m, red);
-  if (threadIdx.x == 0) atomic_max_nonneg(amax + blockIdx.y, m);
+  if (threadIdx.x == 0) {
+    if (direct == 1) // the only CTA of this expert: store (no zeroing memset before the launch)
+      amax[blockIdx.y] = m;
+    else if (direct == 2) // the only CTA, accumulating
+      amax[blockIdx.y] = fmaxf(amax[blockIdx.y], m);
+    else
+      atomic_max_nonneg(amax + blockIdx.y, m);
+  }
 }
 
 //! Row amax: one CTA per row (grid-stride over `experts * rows`).
@@ -182,17 +220,28 @@ inline const char* check_amax_args(const T* x, const tensor_shape& s, const floa
   return nullptr;
 }
 
-//! Enqueues the tensor amax pass (no status bookkeeping; the caller checks).
+//! CTAs per expert of the tensor amax pass.
 template <class T>
-inline void enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax,
-                                cudaStream_t stream) {
+inline unsigned tensor_amax_grid(const tensor_shape& s) {
+  constexpr int E = 16 / sizeof(T);
+  const std::uint32_t total =
+      static_cast<std::uint32_t>(s.cols / E) * static_cast<std::uint32_t>(s.rows);
+  return grid_for<tensor_amax_kernel<T>>(amax_threads, (total + amax_unroll - 1) / amax_unroll, 8,
+                                         s.experts);
+}
+
+//! Enqueues the tensor amax pass (no status bookkeeping; the caller checks). `direct`: 0 = atomic
+//! max into a zeroed buffer; 1 / 2 = store / max-accumulate (only valid with one CTA per expert,
+//! `tensor_amax_grid(s) == 1`).
+template <class T>
+inline void enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax, cudaStream_t stream,
+                                int direct = 0) {
   constexpr int E = 16 / sizeof(T);
   const std::uint32_t vecs = static_cast<std::uint32_t>(s.cols / E);
   const std::uint32_t total = vecs * static_cast<std::uint32_t>(s.rows);
-  const unsigned gx = grid_for<tensor_amax_kernel<T>>(
-      amax_threads, (total + amax_unroll - 1) / amax_unroll, 8, s.experts);
+  const unsigned gx = tensor_amax_grid<T>(s);
   tensor_amax_kernel<T><<<dim3(gx, static_cast<unsigned>(s.experts)), amax_threads, 0, stream>>>(
-      x, fast_divmod(vecs), total, s.rstride(), s.estride(), amax);
+      x, fast_divmod(vecs), total, s.rstride(), s.estride(), amax, direct);
 }
 
 } // namespace detail
@@ -200,19 +249,23 @@ inline void enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax,
 //! Tensor amax of `x` (`[experts, rows, cols]`, strides in elements): writes `experts` floats
 //! to device memory `amax` (one per expert). The buffer is zeroed first with `cudaMemsetAsync`
 //! unless `accumulate` is true, in which case the result is max(old, new) (e.g. for amax
-//! history). Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples of 16.
+//! history); when one CTA covers an expert the kernel stores (or max-accumulates) directly and
+//! no memset is enqueued. Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples
+//! of 16.
 template <class T>
 cudaError_t tensor_amax(const T* x, const tensor_shape& shape, float* amax,
                         cudaStream_t stream = nullptr, bool accumulate = false) {
   static_assert(is_kernel_element<T>, "quads: element type must be __nv_bfloat16, __half or float");
   if (const char* why = detail::check_amax_args(x, shape, amax)) return detail::fail(why);
-  if (!accumulate) {
+  // one CTA per expert (small tensors): the kernel stores the result, no memset launch
+  const bool one_cta = shape.rows > 0 && shape.cols > 0 && detail::tensor_amax_grid<T>(shape) == 1;
+  if (!accumulate && !one_cta) {
     const cudaError_t e =
         cudaMemsetAsync(amax, 0, sizeof(float) * static_cast<std::size_t>(shape.experts), stream);
     if (e != cudaSuccess) return detail::fail(cudaGetErrorString(e), e);
   }
   if (shape.rows == 0 || shape.cols == 0) return detail::ok();
-  detail::enqueue_tensor_amax(x, shape, amax, stream);
+  detail::enqueue_tensor_amax(x, shape, amax, stream, one_cta ? (accumulate ? 2 : 1) : 0);
   return detail::after_launch();
 }
 

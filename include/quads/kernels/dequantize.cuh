@@ -114,10 +114,16 @@ cudaError_t dequantize(const const_quantized_view& q, TOut* y, const tensor_shap
   const std::uint32_t total = nkb * static_cast<std::uint32_t>(shape.rows);
   const Layout layout{shape.rows, shape.cols / B};
   constexpr auto kernel = detail::dequantize_kernel<Quantizer, Layout, TOut>;
-  const unsigned gx = detail::grid_for<kernel>(detail::dequant_threads,
-                                               (total + detail::dequant_blocks_per_iteration - 1) /
-                                                   detail::dequant_blocks_per_iteration,
-                                               8, shape.experts);
+  // one block per thread when that fits in one wave (small calls: shorter per-thread latency)
+  const std::uint64_t one_wave =
+      static_cast<std::uint64_t>(detail::sm_count() > 0 ? detail::sm_count() : 132) *
+      static_cast<std::uint64_t>(detail::occupancy<kernel>(detail::dequant_threads)) *
+      detail::dequant_threads / static_cast<std::uint64_t>(shape.experts);
+  const std::uint64_t work = total <= one_wave
+                                 ? total
+                                 : (total + detail::dequant_blocks_per_iteration - 1) /
+                                       detail::dequant_blocks_per_iteration;
+  const unsigned gx = detail::grid_for<kernel>(detail::dequant_threads, work, 8, shape.experts);
   kernel<<<dim3(gx, static_cast<unsigned>(shape.experts)), detail::dequant_threads, 0, stream>>>(
       q.data, q.scales, q.tensor_scales, detail::fast_divmod(nkb), total, shape.rows, layout,
       layout.size(), y, shape.rstride(), shape.estride());

@@ -13,12 +13,19 @@
 //! Kernels:
 //! - block kernel (global scale given, per tensor, or none): a grid-stride loop in which each
 //!   thread owns whole blocks (nvfp4 + bf16: 32 B in, two 16-byte loads; 8 B of codes out, one
-//!   8-byte store; one scale byte), two blocks per iteration for more loads in flight; grid sized
-//!   to what is resident on the device, experts on gridDim.y;
+//!   8-byte store; one scale byte), two blocks per iteration for more loads in flight (one when
+//!   a block per thread fits in one wave: small calls); grid sized to what is resident on the
+//!   device, experts on gridDim.y; QDQ always, quantize for small calls (<= 128 blocks per SM);
 //! - pair kernel (quantize with nearest-even rounding and the amax -> 6 rule, 32-byte blocks,
 //!   `cols / block_size` even, 16-byte aligned codes): the block kernel's work with each thread
 //!   owning two consecutive blocks of a row, so one index split, one 16-byte code store and one
 //!   2-byte scale store serve both (at 8192 x 8192 bf16 on the H200: 57.5 us against 75 us);
+//! - the turbo path (NVFP4 default recipe with bf16 / fp16 input, see `turbo_blocks` and
+//!   kernels/common.cuh) inside the block and pair kernels: packed NaN-propagating block amax,
+//!   per-CTA multiplier table, sign nibbles by byte permutes, encoder sum read as codes, QDQ
+//!   values without a decoder; the pair kernel's turbo loop advances by the grid stride without
+//!   dividing (8192 x 8192 bf16 swizzled on the H200, 2026-11-30: 50.1 us, 81% of copy
+//!   bandwidth, against 58.0 us; QDQ 76.1 us, 83%, against 87.3 us);
 //! - row kernel (`global_scale::per_row`, and the fused producers): one CTA per row computes the
 //!   row amax, then quantizes the row (the second read hits L1/L2);
 //! - `global_scale::per_tensor` runs the amax kernel first (`amax_workspace`), and the quantize
@@ -135,6 +142,135 @@ QUADS_DEVICE_API void quantize_blocks(float (&v)[U][Quantizer::block_size], tens
   }
 }
 
+//! Whether the turbo block path (kernels/common.cuh) applies: NVFP4-like two-level 16-element
+//! blocks, nearest-even, amax -> 6, IEEE scale math, bf16 / fp16 input.
+template <class Quantizer, class T>
+// clang-format off
+inline constexpr bool turbo_applies =
+    fast_path_applies<Quantizer> && is_two_level<typename Quantizer::format> &&
+    Quantizer::options.math == scale_math::ieee_divide && Quantizer::block_size == 16 &&
+    (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>);
+// clang-format on
+
+//! Per-CTA state of the turbo path for one tensor scale.
+struct turbo_ctx {
+  float k;           //!< `ts.encode * RN(1/6)`, the core's factor of the scale byte
+  float td;          //!< `ts.decode`
+  const float* mtab; //!< 128 multipliers by scale byte (shared memory)
+  bool ok;           //!< multipliers > 0, k finite > 0, ts.decode not NaN (else the generic path)
+};
+
+//! Fills the multiplier table (`tab`: 128 floats of shared memory) with `scale_for`'s multiplier
+//! of each UE4M3 byte, `rcp_rn_satfinite(decode_ue4m3(byte) * ts.decode)`. Every thread of the
+//! CTA must call it (it synchronises).
+template <class Quantizer>
+QUADS_DEVICE_API turbo_ctx make_turbo_ctx(tensor_scale ts, float* tab) {
+  constexpr float inv6 = quads::detail::div_rn(1.0f, e2m1_max);
+  bool good = true;
+  for (int b = static_cast<int>(threadIdx.x); b < 128; b += static_cast<int>(blockDim.x)) {
+    const float m = quads::detail::rcp_rn_satfinite(
+        quads::detail::mul_rn(decode_ue4m3(static_cast<std::uint8_t>(b)), ts.decode));
+    tab[b] = m;
+    good = good && m > 0.0f;
+  }
+  // a NaN ts.decode, or a NaN scale byte (from k = 0, Inf or NaN), would make values NaN,
+  // whose sign the sign-OR of QDQ would not match: such scales take the generic path
+  const float k = quads::detail::mul_rn(ts.encode, inv6);
+  good = good && ts.decode == ts.decode && k > 0.0f && k <= quads::detail::flt_max;
+  const bool ok = __syncthreads_and(good) != 0;
+  return {k, ts.decode, tab, ok};
+}
+
+//! The turbo path for `U` blocks of 16 elements of `T` (raw words): scale bytes and either the
+//! code words (`Codes`) or the magnitudes of the dequantized values (`Values`; the value is
+//! `Quantizer::decode` of the code, whose sign is x's since the multiplier, the scale and
+//! `ts.decode` are positive: `put_values` narrows the magnitude and ORs in x's sign bit, which
+//! equals the RNE cast of the signed value). Returns false (and writes nothing useful) when a
+//! block holds a NaN; the caller then takes the generic path. Requires `c.ok`.
+template <class Quantizer, class T, int U, bool Codes, bool Values>
+QUADS_DEVICE_API bool turbo_blocks(const raw_block<T, 16> (&raw)[U], const turbo_ctx& c,
+                                   block_words<16> (&q)[U], float (&vals)[U][16]) {
+  using F = typename Quantizer::format;
+  float amax[U];
+  bool nan = false;
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    amax[j] = block_amax_nan16<T, 16>(raw[j]);
+    nan = nan || amax[j] != amax[j];
+  }
+  if (nan) return false;
+  float m[U], sf[U];
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    const std::uint8_t byte = encode_ue4m3(quads::detail::mul_rn(amax[j], c.k));
+    q[j].scale = byte;
+    m[j] = c.mtab[byte];
+    if constexpr (Values) sf[j] = F::decode_scale(byte);
+  }
+#pragma unroll
+  for (int j = 0; j < U; ++j) {
+    float v[16];
+    widen(raw[j], v);
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      std::uint32_t acc = 0;
+      if constexpr (Codes)
+        acc = sign_nibbles16(raw[j].w[w].x, raw[j].w[w].y, raw[j].w[w].z, raw[j].w[w].w) -
+              e2m1_turbo_bias;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float s = quads::detail::mul_rn(v[8 * w + i], m[j]);
+        if constexpr (Codes) acc += e2m1_turbo_t(s) << (4 * i);
+        if constexpr (Values) // |value|: the sign is x's, ORed in by `put_values`
+          vals[j][8 * w + i] =
+              quads::detail::mul_rn(quads::detail::mul_rn(e2m1_turbo_q(s), sf[j]), c.td);
+      }
+      if constexpr (Codes) q[j].w[w] = acc;
+    }
+  }
+  return true;
+}
+
+//! NaN-propagating fp32 max (`max.NaN.f32`).
+QUADS_DEVICE_API float fmax_nan(float a, float b) {
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+
+//! The turbo path for one block of 16 fp32 values quantized with the tensor scale of `c` (e.g. a
+//! RAC residual under a shared scale): `Quantizer::quantize`'s code words and scale byte. Returns
+//! false when a value is NaN (the caller takes the generic path). Requires `c.ok`.
+template <class Quantizer>
+QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], const turbo_ctx& c,
+                                      block_words<16>& q) {
+  float t[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    t[i] = fmax_nan(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
+#pragma unroll
+  for (int w = 4; w >= 1; w /= 2)
+#pragma unroll
+    for (int i = 0; i < w; ++i)
+      t[i] = fmax_nan(t[i], t[i + w]);
+  if (t[0] != t[0]) return false;
+  const std::uint8_t byte = encode_ue4m3(quads::detail::mul_rn(t[0], c.k));
+  q.scale = byte;
+  const float m = c.mtab[byte];
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    std::uint32_t acc = 0u - e2m1_turbo_bias, sgn = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float s = quads::detail::mul_rn(v[8 * w + i], m);
+      acc += e2m1_turbo_t(s) << (4 * i);
+      sgn |= (__float_as_uint(s) >> (28 - 4 * i)) & (8u << (4 * i));
+    }
+    q.w[w] = acc | sgn;
+  }
+  return true;
+}
+
 //! Dequantizes a block: `Quantizer::decode` with the scale decoded once per block:
 //! `mul_rn(mul_rn(e2m1(code), decode_scale(byte)), ts.decode)`.
 template <class Quantizer>
@@ -145,7 +281,8 @@ QUADS_DEVICE_API void dequantize_block(const block_words<Quantizer::block_size>&
   const float sf = F::decode_scale(q.scale);
 #pragma unroll
   for (int i = 0; i < B; ++i) {
-    const float d = quads::detail::mul_rn(decode_e2m1(static_cast<std::uint8_t>(q.w[i / 8] >> (4 * (i % 8)))), sf);
+    const float d = quads::detail::mul_rn(
+        decode_e2m1(static_cast<std::uint8_t>(q.w[i / 8] >> (4 * (i % 8)))), sf);
     if constexpr (F::has_tensor_scale) {
       v[i] = quads::detail::mul_rn(d, ts.decode);
     } else {
@@ -179,6 +316,10 @@ struct quant_sink {
     }
     scales[static_cast<std::size_t>(e) * layout_size + nonneg_offset(layout, r, kb)] = q.scale;
   }
+  static constexpr bool wants_values = false;
+  template <class TIn>
+  QUADS_DEVICE_API void put_values(int, int, int, const float (&)[B],
+                                   const raw_block<TIn, B>&) const {}
   //! Pair path (two consecutive blocks `kb`, `kb + 1` of a row, `kb` even): one 16-byte code
   //! store and one 2-byte scale store (`offset(r, kb + 1) == offset(r, kb) + 1` for both layouts
   //! when `kb` is even, and the offset is even).
@@ -198,6 +339,27 @@ struct quant_sink {
       put(e, r, kb, q[0], ts);
       put(e, r, kb + 1, q[1], ts);
     }
+  }
+  //! `put2` for the turbo pair loop: the codes of pair `p` of expert `e` at byte 16 p of the
+  //! expert's codes (rows are contiguous), the scale offset in 32-bit arithmetic (the same value
+  //! as `Layout::offset`: one expert's scales are < 2^31 bytes).
+  QUADS_DEVICE_API std::uint32_t scale_offset32(std::uint32_t r, std::uint32_t kb) const {
+    if constexpr (pads) {
+      const std::uint32_t ct = static_cast<std::uint32_t>(layout.col_tiles());
+      return ((r >> 7) * ct + (kb >> 2)) * 512u + (r & 31u) * 16u + ((r >> 5) & 3u) * 4u +
+             (kb & 3u);
+    } else {
+      return r * static_cast<std::uint32_t>(nkb) + kb;
+    }
+  }
+  QUADS_DEVICE_API void put2_flat(std::uint8_t* codes_e, std::uint8_t* scales_e, std::uint32_t p,
+                                  std::uint32_t r, std::uint32_t kb,
+                                  const block_words<B> (&q)[2]) const {
+    static_assert(B == 16);
+    *reinterpret_cast<uint4*>(codes_e + static_cast<std::size_t>(p) * 16u) =
+        make_uint4(q[0].w[0], q[0].w[1], q[1].w[0], q[1].w[1]);
+    *reinterpret_cast<std::uint16_t*>(scales_e + scale_offset32(r, kb)) =
+        static_cast<std::uint16_t>(q[0].scale | (q[1].scale << 8));
   }
   //! Padding of expert `e` (swizzled only): whole 4-byte words of the padding rows, then the
   //! bytes of the padding columns of real rows; work item `i` of `pad_count()`.
@@ -273,6 +435,37 @@ struct qdq_sink {
     store_narrow<TOut, B>(
         y + e * expert_stride + r * row_stride + static_cast<std::int64_t>(kb) * B, v);
   }
+  //! Turbo path: magnitudes of the dequantized values, and the input's raw words for the signs
+  //! (16-bit `TOut` only; the RNE cast is symmetric, so the cast of the magnitude with the sign
+  //! bit ORed in is the cast of the signed value).
+  static constexpr bool wants_values = true;
+  template <class TIn>
+  QUADS_DEVICE_API void put_values(int e, int r, int kb, const float (&v)[B],
+                                   const raw_block<TIn, B>& raw) const {
+    static_assert(sizeof(TIn) == 2 && sizeof(TOut) == 2);
+    uint4 o[B / 8];
+#pragma unroll
+    for (int i = 0; i < B / 8; ++i) {
+      std::uint32_t u[4];
+      const std::uint32_t sgn[4] = {raw.w[i].x, raw.w[i].y, raw.w[i].z, raw.w[i].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const TOut lo = from_float<TOut>(v[8 * i + 2 * j]);
+        const TOut hi = from_float<TOut>(v[8 * i + 2 * j + 1]);
+        u[j] = (static_cast<std::uint32_t>(*reinterpret_cast<const unsigned short*>(&lo)) |
+                (static_cast<std::uint32_t>(*reinterpret_cast<const unsigned short*>(&hi)) << 16)) |
+               (sgn[j] & 0x80008000u);
+      }
+      o[i] = make_uint4(u[0], u[1], u[2], u[3]);
+    }
+    uint4* q = reinterpret_cast<uint4*>(y + e * expert_stride + r * row_stride +
+                                        static_cast<std::int64_t>(kb) * B);
+#pragma unroll
+    for (int i = 0; i < B / 8; ++i) // one 16-byte store each (ptxas split plain uint4 stores)
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(q + i), "r"(o[i].x),
+                   "r"(o[i].y), "r"(o[i].z), "r"(o[i].w)
+                   : "memory");
+  }
   //! No pair kernel: measured about 20% slower for QDQ on the H200 at 8192 x 8192 bf16 than
   //! the block kernel (the pair QDQ kernel needs 64 registers).
   static constexpr bool pairs = false;
@@ -297,21 +490,36 @@ inline int padded_rows_of(const Layout& l, int rows) {
 template <class T, int B>
 inline constexpr int blocks_per_iteration = B * sizeof(T) <= 32 ? 2 : 1;
 
-//! The block kernel: grid-stride over the blocks of expert `blockIdx.y`.
-template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>>
-__global__ void __launch_bounds__(block_threads)
-    block_kernel(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
-                 std::int64_t row_stride, std::int64_t expert_stride, scale_source<Quantizer> src,
-                 Sink sink, std::uint64_t seed) {
+//! The block kernel's body: grid-stride over the blocks of expert `blockIdx.y`.
+template <class Quantizer, class T, class Sink, bool Fast>
+QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
+                                        std::int64_t row_stride, std::int64_t expert_stride,
+                                        scale_source<Quantizer> src, Sink sink,
+                                        std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
   constexpr int U = blocks_per_iteration<T, B>;
   const int e = static_cast<int>(blockIdx.y);
   const tensor_scale ts = src.get(e);
   if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
+  constexpr bool turbo = turbo_applies<Quantizer, T> && Fast;
+  __shared__ float turbo_tab[turbo ? 128 : 1];
   const T* xe = x + e * expert_stride;
   const std::uint32_t stride = gridDim.x * blockDim.x;
   const std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
+  turbo_ctx tc{};
+  if constexpr (turbo) {
+#pragma unroll
+    for (int j = 0; j < U; ++j) { // the first blocks' lines while the table is built
+      const std::uint32_t uj = first + j * stride;
+      if (uj < total) {
+        std::uint32_t r0, k0;
+        nkb.divmod(uj, r0, k0);
+        prefetch_l1(xe + r0 * row_stride + static_cast<std::int64_t>(k0) * B);
+      }
+    }
+    tc = make_turbo_ctx<Quantizer>(ts, turbo_tab);
+  }
   for (std::uint32_t u = first; u < total; u += U * stride) {
     raw_block<T, B> raw[U];
     std::uint32_t row[U], kb[U];
@@ -326,6 +534,25 @@ __global__ void __launch_bounds__(block_threads)
 #pragma unroll
         for (int w = 0; w < raw_block<T, B>::words; ++w)
           raw[j].w[w] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    if constexpr (turbo) {
+      if (tc.ok) {
+        block_words<B> q[U];
+        float vals[U][B];
+        if (turbo_blocks<Quantizer, T, U, !Sink::wants_values, Sink::wants_values>(raw, tc, q,
+                                                                                   vals)) {
+#pragma unroll
+          for (int j = 0; j < U; ++j)
+            if (j == 0 || u + j * stride < total) {
+              if constexpr (Sink::wants_values)
+                sink.put_values(e, static_cast<int>(row[j]), static_cast<int>(kb[j]), vals[j],
+                                raw[j]);
+              else
+                sink.put(e, static_cast<int>(row[j]), static_cast<int>(kb[j]), q[j], ts);
+            }
+          continue;
+        }
       }
     }
     float v[U][B];
@@ -349,6 +576,37 @@ __global__ void __launch_bounds__(block_threads)
   }
 }
 
+//! The block kernel (see `block_kernel_body`).
+template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>>
+__global__ void __launch_bounds__(block_threads)
+    block_kernel(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
+                 std::int64_t row_stride, std::int64_t expert_stride, scale_source<Quantizer> src,
+                 Sink sink, std::uint64_t seed) {
+  block_kernel_body<Quantizer, T, Sink, Fast>(x, nkb, total, rows, row_stride, expert_stride, src,
+                                              sink, seed);
+}
+
+//! The block kernel for the turbo path, asking for 3 resident CTAs per SM: its QDQ wanted 99
+//! registers (2 CTAs of 256 threads). A separate kernel because the same bound made ptxas spend
+//! more registers on the other instantiations (fp32 input 40 -> 67, MXFP4 63 -> 112).
+template <class Quantizer, class T, class Sink>
+__global__ void __launch_bounds__(block_threads, 3)
+    block_kernel_turbo(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
+                       std::int64_t row_stride, std::int64_t expert_stride,
+                       scale_source<Quantizer> src, Sink sink, std::uint64_t seed) {
+  block_kernel_body<Quantizer, T, Sink, true>(x, nkb, total, rows, row_stride, expert_stride, src,
+                                              sink, seed);
+}
+
+//! The block kernel to launch (only the chosen one is instantiated).
+template <class Quantizer, class T, class Sink>
+constexpr auto block_kernel_for() {
+  if constexpr (turbo_applies<Quantizer, T> && fast_path_applies<Quantizer>)
+    return block_kernel_turbo<Quantizer, T, Sink>;
+  else
+    return block_kernel<Quantizer, T, Sink>;
+}
+
 //! Whether the pair kernel applies to blocks of `B` elements of `T` (32-byte blocks).
 template <class T, int B>
 inline constexpr bool pair_blocks = B * sizeof(T) == 32;
@@ -358,19 +616,72 @@ inline constexpr bool pair_blocks = B * sizeof(T) == 32;
 //! (`put2`: one code store, one scale store) serve two blocks.
 template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>>
 __global__ void __launch_bounds__(block_threads)
-    pair_kernel(const T* x, fast_divmod npk, std::uint32_t pairs, int rows,
-                std::int64_t row_stride, std::int64_t expert_stride, scale_source<Quantizer> src,
-                Sink sink, std::uint64_t seed) {
+    pair_kernel(const T* x, fast_divmod npk, std::uint32_t pairs, int rows, std::int64_t row_stride,
+                std::int64_t expert_stride, scale_source<Quantizer> src, Sink sink,
+                std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
   const int e = static_cast<int>(blockIdx.y);
   const tensor_scale ts = src.get(e);
   if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
+  constexpr bool turbo = turbo_applies<Quantizer, T> && Fast;
+  __shared__ float turbo_tab[turbo ? 128 : 1];
   const T* xe = x + e * expert_stride;
   const std::uint32_t stride = gridDim.x * blockDim.x;
   const std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
   const std::uint32_t nkb = 2 * npk.divisor;
-  for (std::uint32_t p = first; p < pairs; p += stride) {
+  turbo_ctx tc{};
+  if constexpr (turbo) {
+    if (first < pairs) { // the first pair's 64 bytes (one line) while the table is built
+      std::uint32_t r0, k0;
+      npk.divmod(first, r0, k0);
+      prefetch_l1(xe + r0 * row_stride + static_cast<std::int64_t>(k0) * (2 * B));
+    }
+    tc = make_turbo_ctx<Quantizer>(ts, turbo_tab);
+  }
+  if constexpr (turbo) {
+    // Turbo loop: (row, pair column) and the input pointer advance by the grid stride without a
+    // division; codes at 16 bytes per pair; NaN blocks go through the generic blocks below.
+    if (tc.ok && first < pairs) {
+      std::uint32_t row, kp, dr, dk;
+      npk.divmod(first, row, kp);
+      npk.divmod(stride, dr, dk);
+      const T* xp = xe + row * row_stride + static_cast<std::int64_t>(kp) * (2 * B);
+      const std::int64_t d_same =
+          static_cast<std::int64_t>(dr) * row_stride + static_cast<std::int64_t>(dk) * (2 * B);
+      const std::int64_t d_wrap =
+          d_same + row_stride - static_cast<std::int64_t>(npk.divisor) * (2 * B);
+      std::uint8_t* codes_e =
+          sink.data + static_cast<std::size_t>(e) * static_cast<std::size_t>(pairs) * 16u;
+      std::uint8_t* scales_e = sink.scales + static_cast<std::size_t>(e) * sink.layout_size;
+      for (std::uint32_t p = first; p < pairs; p += stride) {
+        raw_block<T, B> raw[2];
+        load_raw<T, B>(xp, raw[0]);
+        load_raw<T, B>(xp + B, raw[1]);
+        block_words<B> q[2];
+        float unused[2][B];
+        if (!turbo_blocks<Quantizer, T, 2, true, false>(raw, tc, q, unused)) {
+          float v[2][B];
+          widen(raw[0], v[0]);
+          widen(raw[1], v[1]);
+          const std::uint64_t b0 = (static_cast<std::uint64_t>(e) * rows + row) * nkb + 2 * kp;
+          const std::uint64_t index[2] = {b0, b0 + 1};
+          quantize_blocks<Quantizer, 2, Fast>(v, ts, seed, index, q);
+        }
+        sink.put2_flat(codes_e, scales_e, p, row, 2 * kp, q);
+        kp += dk;
+        row += dr;
+        if (kp >= npk.divisor) {
+          kp -= npk.divisor;
+          ++row;
+          xp += d_wrap;
+        } else {
+          xp += d_same;
+        }
+      }
+    }
+  }
+  for (std::uint32_t p = (turbo && tc.ok) ? pairs : first; p < pairs; p += stride) {
     std::uint32_t row, kp;
     npk.divmod(p, row, kp);
     const std::uint32_t kb = 2 * kp;
@@ -378,12 +689,12 @@ __global__ void __launch_bounds__(block_threads)
     raw_block<T, B> raw[2];
     load_raw<T, B>(src_row, raw[0]);
     load_raw<T, B>(src_row + B, raw[1]);
+    block_words<B> q[2];
     float v[2][B];
     widen(raw[0], v[0]);
     widen(raw[1], v[1]);
     const std::uint64_t b0 = (static_cast<std::uint64_t>(e) * rows + row) * nkb + kb;
     const std::uint64_t index[2] = {b0, b0 + 1};
-    block_words<B> q[2];
     quantize_blocks<Quantizer, 2, Fast>(v, ts, seed, index, q);
     sink.put2(e, static_cast<int>(row), static_cast<int>(kb), q, ts);
   }
@@ -600,8 +911,12 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   const std::uint32_t total = nkb * static_cast<std::uint32_t>(s.rows);
   // pairs only for the fast path: stochastic rounding measured slower there (248 us against
   // 156 us at 8192 x 8192 bf16), its Philox state per block is larger
+  // small calls (at most 128 blocks per SM) take the block kernel with one block per thread:
+  // twice the threads of the pair kernel, half the latency chain each (isolated-call latency)
+  const bool small = static_cast<std::uint64_t>(total) * static_cast<std::uint64_t>(s.experts) <=
+                     static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) * 128u;
   if constexpr (pair_blocks<T, B> && Sink::pairs && fast_path_applies<Quantizer>) {
-    if (sink.pair_ok()) {
+    if (sink.pair_ok() && !small) {
       const std::uint32_t pairs = total / 2;
       const std::uint64_t work = std::max<std::uint64_t>(pairs, sink.pad_count());
       constexpr auto kernel = pair_kernel<Quantizer, T, Sink>;
@@ -612,8 +927,13 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
     }
   }
   constexpr int U = blocks_per_iteration<T, B>;
-  const std::uint64_t work = std::max<std::uint64_t>((total + U - 1) / U, sink.pad_count());
-  constexpr auto kernel = block_kernel<Quantizer, T, Sink>;
+  constexpr auto kernel = block_kernel_for<Quantizer, T, Sink>();
+  // one block per thread when that fits in one wave (small calls: shorter per-thread latency)
+  const std::uint64_t one_wave = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) *
+                                 static_cast<std::uint64_t>(occupancy<kernel>(block_threads)) *
+                                 block_threads / static_cast<std::uint64_t>(s.experts);
+  const std::uint64_t items = total <= one_wave ? total : (total + U - 1) / U;
+  const std::uint64_t work = std::max<std::uint64_t>(items, sink.pad_count());
   const unsigned gx = grid_for<kernel>(block_threads, work, 8, s.experts);
   kernel<<<dim3(gx, static_cast<unsigned>(s.experts)), block_threads, 0, stream>>>(
       x, fast_divmod(nkb), total, s.rows, s.rstride(), s.estride(), src, sink, seed);
