@@ -217,34 +217,41 @@ QUADS_API constexpr word decode_to_plain(word q) noexcept {
 
 } // namespace pair_coding
 
+namespace pair_coding::detail {
+
+//! out word i = f(in word i) over little-endian 32-bit words (host), with the size checks of
+//! `encode_pair_coded`; `what` names the caller in the error.
+template <class F>
+void map_words(std::span<const std::uint8_t> in, std::span<std::uint8_t> out, F f,
+               const char* what) {
+  if (in.size() != out.size() || in.size() % 4 != 0)
+    throw std::invalid_argument(what);
+  for (std::size_t i = 0; i < in.size(); i += 4) {
+    std::uint32_t w;
+    std::memcpy(&w, in.data() + i, 4);
+    w = f(w);
+    std::memcpy(out.data() + i, &w, 4);
+  }
+}
+
+} // namespace pair_coding::detail
+
 //! Pair-codes packed NVFP4 codes on the host: `coded` word i = `encode_word(plain word i)`
 //! (little-endian 32-bit words, i.e. 8 codes of one row: rows are K / 2 bytes and K is a
 //! multiple of 16). Any packed tensor works: a matrix, an expert stack, a slice; the scales are
 //! not touched. `plain` and `coded` may be the same memory. Throws `std::invalid_argument` if
 //! the sizes differ or are not a multiple of 4 bytes.
 inline void encode_pair_coded(std::span<const std::uint8_t> plain, std::span<std::uint8_t> coded) {
-  if (plain.size() != coded.size() || plain.size() % 4 != 0)
-    throw std::invalid_argument(
-        "quads: encode_pair_coded needs equal sizes that are a multiple of 4 bytes");
-  for (std::size_t i = 0; i < plain.size(); i += 4) {
-    std::uint32_t w;
-    std::memcpy(&w, plain.data() + i, 4);
-    w = pair_coding::encode_word(w);
-    std::memcpy(coded.data() + i, &w, 4);
-  }
+  pair_coding::detail::map_words(
+      plain, coded, [](std::uint32_t w) { return pair_coding::encode_word(w); },
+      "quads: encode_pair_coded needs equal sizes that are a multiple of 4 bytes");
 }
 
 //! The inverse of `encode_pair_coded` (back to plain packed codes), same contract.
 inline void decode_pair_coded(std::span<const std::uint8_t> coded, std::span<std::uint8_t> plain) {
-  if (plain.size() != coded.size() || plain.size() % 4 != 0)
-    throw std::invalid_argument(
-        "quads: decode_pair_coded needs equal sizes that are a multiple of 4 bytes");
-  for (std::size_t i = 0; i < coded.size(); i += 4) {
-    std::uint32_t w;
-    std::memcpy(&w, coded.data() + i, 4);
-    w = pair_coding::decode_to_plain(w);
-    std::memcpy(plain.data() + i, &w, 4);
-  }
+  pair_coding::detail::map_words(
+      coded, plain, [](std::uint32_t w) { return pair_coding::decode_to_plain(w); },
+      "quads: decode_pair_coded needs equal sizes that are a multiple of 4 bytes");
 }
 
 //! The operand loader of pair-coded NVFP4 weights (fp16 lanes): the interface of `fp4_loader`
