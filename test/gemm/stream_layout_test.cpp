@@ -81,3 +81,40 @@ TEST_CASE("plan_decode picks small clusters and one wave for the decode shapes")
 }
 
 } // TEST_SUITE
+
+TEST_SUITE("gemm.stream_layout.reduction") {
+
+TEST_CASE("the push-form split-K slots cover every fragment once and fit the drained rings") {
+  for (const int W : {1, 2, 4, 8, 16, 32})
+    for (int splits = 1; splits <= SL::max_splits; ++splits)
+      for (const int which_count : {1, 2}) {
+        INFO("W " << W << " splits " << splits << " accumulators " << which_count);
+        const int per_row = SL::rows_per_cta / W;
+        const int frags = SL::tokens_per_cta * per_row;
+        const int locals = SL::reduce_locals(W, splits);
+        const int floats = SL::reduce_floats(W, which_count);
+        // every fragment has exactly one (owner, local index), and back
+        std::vector<int> seen(static_cast<std::size_t>(splits * locals), 0);
+        for (int f = 0; f < frags; ++f) {
+          const int owner = f % splits, lf = f / splits;
+          REQUIRE(lf < locals);
+          REQUIRE(lf * splits + owner == f);
+          ++seen[static_cast<std::size_t>(owner * locals + lf)];
+        }
+        for (int v : seen) REQUIRE(v <= 1);
+        // receive slots (which, src, lf) are disjoint W-float ranges inside the area
+        std::vector<int> used(static_cast<std::size_t>(floats), 0);
+        for (int which = 0; which < which_count; ++which)
+          for (int src = 0; src < splits; ++src)
+            for (int lf = 0; lf < locals; ++lf) {
+              const int s0 = SL::reduce_slot(W, splits, which, src, lf);
+              REQUIRE(s0 >= 0);
+              REQUIRE(s0 + W <= floats);
+              for (int i = 0; i < W; ++i) REQUIRE(++used[static_cast<std::size_t>(s0 + i)] == 1);
+            }
+        // the area fits the rings of the shallowest ring the tuning allows (2 stages)
+        CHECK(floats * 4 <= SL::warps * 2 * SL::stage_bytes);
+      }
+}
+
+} // TEST_SUITE

@@ -947,14 +947,13 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   namespace cg = cooperative_groups;
   constexpr int per_row = SL::rows_per_cta / W;
   constexpr int which_count = Epi::reads_residual ? 2 : 1;  // main and residual accumulators
-  constexpr int most_slots = SL::tokens_per_cta * per_row + SL::max_splits;  // >= splits * lf_count
-  static_assert(which_count * most_slots * W * 4 <= SL::warps * S * SL::stage_bytes,
+  static_assert(SL::reduce_floats(W, which_count) * 4 <= SL::warps * S * SL::stage_bytes,
                 "quads: the split-K receive slots must fit the drained weight rings");
   const int frags = tokens * per_row;
-  const int lf_count = (SL::tokens_per_cta * per_row + splits - 1) / splits;  // slots per source
+  const int lf_count = SL::reduce_locals(W, splits);
   float* recv = reinterpret_cast<float*>(ring);
   auto slot_of = [&](int which, int src, int lf) {
-    return ((which * splits + src) * lf_count + lf) * W;
+    return SL::reduce_slot(W, splits, which, src, lf);
   };
   if (splits > 1) cg::this_cluster().sync();  // every CTA's rings drained and free
   else __syncthreads();

@@ -120,6 +120,23 @@ struct stream_layout {
   QUADS_API static constexpr int stage_slot(int ntiles, int c, int n, int o) noexcept {
     return act_slot(ntiles, c, n / 8, o % 4, (n % 8) * 4 + o / 4);
   }
+
+  // Split-K reduction (push form): output fragment f of a CTA tile (token m, columns of width W:
+  // f = m * rows_per_cta / W + column / W) belongs to split `f % splits` at local index
+  // `f / splits`; every split stores its partial of f into the owner's receive area, slot
+  // (which, source split, local index), W floats each; `which` 1 is the RAC residual.
+  //! Local fragments per split (the same for every split of a cluster).
+  QUADS_API static constexpr int reduce_locals(int W, int splits) noexcept {
+    return (tokens_per_cta * (rows_per_cta / W) + splits - 1) / splits;
+  }
+  //! First float of the receive slot (which, source split `src`, local index `lf`).
+  QUADS_API static constexpr int reduce_slot(int W, int splits, int which, int src, int lf) noexcept {
+    return ((which * splits + src) * reduce_locals(W, splits) + lf) * W;
+  }
+  //! Floats of the receive area, for `which_count` accumulators (at most, over 1..max_splits).
+  QUADS_API static constexpr int reduce_floats(int W, int which_count) noexcept {
+    return which_count * (tokens_per_cta * (rows_per_cta / W) + max_splits) * W;
+  }
 };
 
 //! Compile-time tuning of the streaming kernel: ring stages per warp and the minimum resident
