@@ -1012,6 +1012,60 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
 
 namespace detail {
 
+//! Whether a streaming launch keeps the activations of a split's whole K range resident: they
+//! fit two CTAs per SM next to the rings, or one CTA per SM when the grid is one wave.
+inline bool stream_resident(int chunks_per_split, int resident_bytes, long ctas) {
+  using SL = stream_layout;
+  const int sms = ::quads::kernels::detail::sm_count();
+  return chunks_per_split <= SL::max_resident_chunks &&
+         (resident_bytes <= SL::two_per_sm_bytes ||
+          (resident_bytes <= SL::max_smem_bytes && ctas <= (sms > 0 ? sms : 132)));
+}
+
+//! Raises the dynamic shared-memory limit of the two K-alignment instantiations of a streaming
+//! kernel once per process; a refusal is cleared (not left to the next launcher) and returned
+//! on every call.
+template <auto KernelAligned, auto KernelUnaligned>
+cudaError_t raise_stream_smem_limit() {
+  static const cudaError_t status = [] {
+    cudaError_t e = cudaFuncSetAttribute(KernelAligned, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         stream_layout::max_smem_bytes);
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(KernelUnaligned, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               stream_layout::max_smem_bytes);
+    return e;
+  }();
+  if (status != cudaSuccess) (void)cudaGetLastError();
+  return status;
+}
+
+//! Launches a streaming kernel on grid (splits, y, z) whose x dimension is one cluster of
+//! `splits` CTAs (no cluster attribute for one split).
+template <class... Params, class... Args>
+cudaError_t launch_stream(void (*kernel)(Params...), unsigned y, unsigned z, int splits, int smem,
+                          cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(splits), y, z);
+  cfg.blockDim = dim3(stream_layout::threads);
+  cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(splits);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = splits > 1 ? 1 : 0;
+  if (const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, static_cast<Args&&>(args)...);
+      e != cudaSuccess)
+    return ::quads::kernels::detail::fail(cudaGetErrorString(e), e);
+  return ::quads::kernels::detail::after_launch();
+}
+
+} // namespace detail
+
+namespace detail {
+
 #define QUADS_GEMM_MSG(text) (Grouped ? "quads: grouped_gemm: " text : "quads: decode_gemm: " text)
 
 //! The argument checks shared by `decode_gemm` and `grouped_gemm` (the shapes are the plan's:
@@ -1167,46 +1221,17 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       const int ctas = plan.splits * ((N + SL::rows_per_cta - 1) / SL::rows_per_cta) *
                        ((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
       const int res_bytes = SL::resident_bytes(nt, AT::rac, plan.chunks_per_split, St);
-      const int sms = ::quads::kernels::detail::sm_count();
-      p.resident = plan.chunks_per_split <= SL::max_resident_chunks &&
-                   (res_bytes <= SL::two_per_sm_bytes ||
-                    (res_bytes <= SL::max_smem_bytes && ctas <= (sms > 0 ? sms : 132)));
+      p.resident = detail::stream_resident(plan.chunks_per_split, res_bytes, ctas);
       const int smem = p.resident ? res_bytes : SL::smem_bytes(nt, AT::rac, St);
-      static const cudaError_t attr_status = [] {
-        const int most = SL::max_smem_bytes;
-        cudaError_t e = cudaFuncSetAttribute(
-            detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>,
-            cudaFuncAttributeMaxDynamicSharedMemorySize, most);
-        if (e == cudaSuccess)
-          e = cudaFuncSetAttribute(
-              detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA>,
-              cudaFuncAttributeMaxDynamicSharedMemorySize, most);
-        return e;
-      }();
-      if (attr_status != cudaSuccess) {
-        (void)cudaGetLastError();  // do not leave the refusal to the next launcher
-        return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit",
-                    attr_status);
-      }
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(static_cast<unsigned>(plan.splits),
-                         static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta),
-                         static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta));
-      cfg.blockDim = dim3(SL::threads);
-      cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
-      cfg.stream = stream;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = static_cast<unsigned>(plan.splits);
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = plan.splits > 1 ? 1 : 0;
-      if (const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, Epi::to_params(epi),
-                                                   detail::stream_groups{});
+      if (const cudaError_t e = detail::raise_stream_smem_limit<
+              detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>,
+              detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA>>();
           e != cudaSuccess)
-        return fail(cudaGetErrorString(e), e);
-      return ::quads::kernels::detail::after_launch();
+        return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit", e);
+      return detail::launch_stream(
+          kernel, static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta),
+          static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta), plan.splits,
+          smem, stream, p, Epi::to_params(epi), detail::stream_groups{});
     }
   }
 

@@ -199,49 +199,23 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       const long ctas = static_cast<long>(plan.splits) * n128 * plan.stream_m_tiles;
       const int table_bytes = (2 * (E + 1) + SL::warps) * 4;
       const int res_bytes = SL::resident_bytes(nt, AT::rac, plan.chunks_per_split, St) + table_bytes;
-      const int sms = ::quads::kernels::detail::sm_count();
-      p.resident = plan.chunks_per_split <= SL::max_resident_chunks &&
-                   (res_bytes <= SL::two_per_sm_bytes ||
-                    (res_bytes <= SL::max_smem_bytes && ctas <= (sms > 0 ? sms : 132)));
+      p.resident = detail::stream_resident(plan.chunks_per_split, res_bytes, ctas);
       const int body = p.resident ? res_bytes - table_bytes : SL::smem_bytes(nt, AT::rac, St);
       const int smem = body + table_bytes;
-      static const cudaError_t attr_status = [] {
-        cudaError_t e = cudaFuncSetAttribute(
-            detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true>,
-            cudaFuncAttributeMaxDynamicSharedMemorySize, SL::max_smem_bytes);
-        if (e == cudaSuccess)
-          e = cudaFuncSetAttribute(detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true>,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, SL::max_smem_bytes);
-        return e;
-      }();
-      if (attr_status != cudaSuccess) {
-        (void)cudaGetLastError();
-        return fail("quads: grouped_gemm: cannot raise the kernel's dynamic shared memory limit",
-                    attr_status);
-      }
+      if (const cudaError_t e = detail::raise_stream_smem_limit<
+              detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true>,
+              detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true>>();
+          e != cudaSuccess)
+        return fail("quads: grouped_gemm: cannot raise the kernel's dynamic shared memory limit", e);
       if (smem > SL::max_smem_bytes)
         return fail("quads: grouped_gemm: too many experts for the shared-memory tables");
       detail::stream_groups gs{};
       gs.sched = s;
       gs.experts = E;
       gs.table_offset = body;
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(static_cast<unsigned>(plan.splits), static_cast<unsigned>(n128),
-                         static_cast<unsigned>(plan.stream_m_tiles));
-      cfg.blockDim = dim3(SL::threads);
-      cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
-      cfg.stream = stream;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = static_cast<unsigned>(plan.splits);
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = plan.splits > 1 ? 1 : 0;
-      if (const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, p, Epi::to_params(epi), gs);
-          e != cudaSuccess)
-        return fail(cudaGetErrorString(e), e);
-      return ::quads::kernels::detail::after_launch();
+      return detail::launch_stream(kernel, static_cast<unsigned>(n128),
+                                   static_cast<unsigned>(plan.stream_m_tiles), plan.splits, smem,
+                                   stream, p, Epi::to_params(epi), gs);
     }
   }
 
