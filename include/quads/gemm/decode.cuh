@@ -46,6 +46,7 @@
 #include <quads/epilogue/fragment.hpp>
 #include <quads/epilogue/node.hpp>
 #include <quads/epilogue/nodes.hpp>
+#include <quads/gemm/chunk_tiling.hpp>
 #include <quads/gemm/decode_layout.hpp>
 #include <quads/gemm/dequant.hpp>
 #include <quads/gemm/pair_coding.hpp>
@@ -58,7 +59,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <type_traits>
+#include <vector>
 
 namespace quads {
 
@@ -512,6 +515,26 @@ QUADS_DEVICE_API void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+#if defined(QUADS_DECODE_TRACE)
+//! Diagnostic only (bench/gemm/decode_trace.cu defines QUADS_DECODE_TRACE): lane 0 of a warp
+//! stores %globaltimer (ns) at `point` and clock64 at `point + 16` into the CTA's 32 slots.
+static __device__ unsigned long long* decode_trace_buffer;
+QUADS_DEVICE_API void decode_trace(int point) {
+  if (decode_trace_buffer == nullptr || threadIdx.x % 32 != 0) return;
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  decode_trace_buffer[32ull * cta + point] = t;
+  decode_trace_buffer[32ull * cta + 16 + point] = static_cast<unsigned long long>(clock64());
+}
+#  define QUADS_DECODE_TRACE_POINT(point, cond) \
+    do {                                        \
+      if (cond) ::quads::gemm::detail::decode_trace(point); \
+    } while (0)
+#else
+#  define QUADS_DECODE_TRACE_POINT(point, cond) ((void)0)
+#endif
+
 //! One staging unit's raw global data (loaded a slab ahead, dequantized when stored).
 template <class Act>
 struct staged_unit;
@@ -582,6 +605,62 @@ QUADS_DEVICE_API void stage_store(const staged_unit<Act>& u, uint4* act, uint4* 
     res[slot] = r;
   }
 }
+
+//! One piece of the streaming kernel's first activation fill: `octets` consecutive octets (8 k
+//! each) of one token. Packed FP4 without RAC loads 32 k (four code words, their scale bytes)
+//! per piece, so a resident fill needs few loads per thread; other operands reuse the unit of
+//! `stage_load` / `stage_store` (one octet).
+template <mma_lane Lane, class Act>
+struct stage_piece {
+  static constexpr int octets = 1;
+  static constexpr int batch = 8;
+  using raw = staged_unit<Act>;
+  QUADS_DEVICE_API static raw load(const decode_params& p, const int* slot, int m, int k,
+                                   bool valid) {
+    return stage_load<Lane, Act>(p, slot, m, k, valid && k < p.K);
+  }
+  QUADS_DEVICE_API static void store(const raw& u, uint4* act, uint4* res, int chunk_base, int nt,
+                                     int n, int piece) {
+    stage_store<Lane, Act>(u, act, res, chunk_base + stream_layout::stage_slot(nt, 0, n, piece));
+  }
+};
+template <mma_lane Lane, block_scaled_format F>
+struct stage_piece<Lane, fp4_activations<F>> {
+  static constexpr int octets = 4;
+  static constexpr int batch = 4;
+  struct raw {
+    std::uint32_t q[4];
+    std::uint8_t s[4];
+  };
+  QUADS_DEVICE_API static raw load(const decode_params& p, const int*, int m, int k, bool valid) {
+    raw u{};
+    if (!valid) return u;
+    const std::uint8_t* row = static_cast<const std::uint8_t*>(p.a_data) +
+                              static_cast<std::size_t>(m) * p.a_row_bytes;
+    const std::uint8_t* srow = p.a_scales + static_cast<std::size_t>(m) * p.a_scale_cols;
+#pragma unroll
+    for (int o = 0; o < 4; ++o) {
+      const int ko = k + 8 * o;
+      if (ko < p.K) {  // K is a multiple of 16: an octet is wholly in or out
+        u.q[o] = __ldg(reinterpret_cast<const std::uint32_t*>(row + ko / 2));
+        if ((8 * o) % F::block_size == 0) u.s[o] = __ldg(srow + ko / F::block_size);
+      }
+    }
+    return u;
+  }
+  QUADS_DEVICE_API static void store(const raw& u, uint4* act, uint4*, int chunk_base, int nt,
+                                     int n, int piece) {
+    using L = fp4_loader<F, Lane>;
+    constexpr int per_scale = F::block_size / 8;  // octets sharing a scale byte
+#pragma unroll
+    for (int o = 0; o < 4; ++o) {
+      std::uint32_t out[4];
+      L::dequant_word(u.q[o], L::multiplier2(u.s[o / per_scale * per_scale]), out);
+      act[chunk_base + stream_layout::stage_slot(nt, 0, n, 4 * piece + o)] =
+          make_uint4(out[0], out[1], out[2], out[3]);
+    }
+  }
+};
 
 //! What the grouped scheduler reads (trivially copyable).
 struct grouped_sched {
@@ -676,6 +755,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
+  QUADS_DECODE_TRACE_POINT(0, warp == 0);
   const int split = static_cast<int>(blockIdx.x);
   const int splits = static_cast<int>(gridDim.x);
   const int n_cta = static_cast<int>(blockIdx.y) * SL::rows_per_cta;
@@ -735,21 +815,38 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   const bool okA = nA < p.N, okB = nB < p.N;
   const bool okS = nS < p.N && 4 * half < scale_per_chunk;
   const int kseg0 = DL::word_k(chunk_begin, t, 0);
-  const std::uint8_t* pA = w_data + static_cast<std::size_t>(okA ? nA : 0) * row_bytes + kseg0 / 2;
-  const std::uint8_t* pB = w_data + static_cast<std::size_t>(okB ? nB : 0) * row_bytes + kseg0 / 2;
-  const std::uint8_t* pS = w_scales + static_cast<std::size_t>(okS ? nS : 0) * w_scale_cols +
-                           chunk_begin * scale_per_chunk + 4 * half;
+  // chunk_tiled weights (chunk_tiling.hpp): a warp's chunk is one contiguous run of codes and
+  // one of scales, already in the ring's order (the host checked N % 16 == 0, K % 128 == 0)
+  constexpr bool tiled = is_chunk_tiled<WF>;
+  constexpr int code_step = tiled ? chunk_tiling::code_bytes : DL::chunk_k / 2;
+  constexpr int scale_step = tiled ? chunk_tiling::scale_bytes : scale_per_chunk;
+  const std::size_t tile0 =
+      static_cast<std::size_t>(n0 / chunk_tiling::rows) * p.chunks + chunk_begin;
+  const std::uint8_t* pA =
+      tiled ? w_data + tile0 * chunk_tiling::code_bytes + lane * 32
+            : w_data + static_cast<std::size_t>(okA ? nA : 0) * row_bytes + kseg0 / 2;
+  const std::uint8_t* pB =
+      tiled ? pA + 16 : w_data + static_cast<std::size_t>(okB ? nB : 0) * row_bytes + kseg0 / 2;
+  const std::uint8_t* pS =
+      tiled ? w_scales + tile0 * chunk_tiling::scale_bytes + lane * 4
+            : w_scales + static_cast<std::size_t>(okS ? nS : 0) * w_scale_cols +
+                  chunk_begin * scale_per_chunk + 4 * half;
   const std::uint32_t ring_s = smem_addr(my_ring);
-  const std::uint32_t dA = ring_s + lane * 32, dS = ring_s + SL::stage_code_bytes + r_s * 8 + 4 * half;
+  const std::uint32_t dA = ring_s + lane * 32,
+                      dS = ring_s + SL::stage_code_bytes + (tiled ? lane * 4 : r_s * 8 + 4 * half);
 
   // --- ring: chunk i (split-local) of this warp's 16 rows into stage i % S ----------------------
   auto issue = [&](int i) {
     if (i < nchunks && warp_active) {
       const std::uint32_t off = static_cast<std::uint32_t>((i % S) * SL::stage_bytes);
-      if constexpr (Aligned) {
-        cp_async16(dA + off, pA + i * 64, okA ? 16 : 0);
-        cp_async16(dA + off + 16, pB + i * 64, okB ? 16 : 0);
-        cp_async4(dS + off, pS + i * scale_per_chunk, okS ? 4 : 0);
+      if constexpr (tiled) {
+        cp_async16(dA + off, pA + i * code_step, 16);
+        cp_async16(dA + off + 16, pB + i * code_step, 16);
+        cp_async4(dS + off, pS + i * scale_step, 4);
+      } else if constexpr (Aligned) {
+        cp_async16(dA + off, pA + i * code_step, okA ? 16 : 0);
+        cp_async16(dA + off + 16, pB + i * code_step, okB ? 16 : 0);
+        cp_async4(dS + off, pS + i * scale_step, okS ? 4 : 0);
       } else {
         const int kseg = kseg0 + i * DL::chunk_k;
         const bool in_k = kseg < p.K;
@@ -841,14 +938,36 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   constexpr int batch = SL::slab_chunks;  // units in flight per thread while staging
   staged_unit<Act> pre[batch];
   {
+    // The first fill (the whole K range when resident) spreads its pieces over all threads,
+    // token-major, so that only the real tokens' pieces issue loads and every thread keeps a
+    // batch of them in flight: with one token per 16 threads and one chunk per batch it took
+    // 6-9 us (several dependent DRAM round trips) before the first MMA (H200 trace, 04:22 UTC).
     const int first_len = resident ? nchunks : min(SL::slab_chunks, nchunks);
     residual_flags(0, first_len);
-    for (int c0 = 0; c0 < first_len; c0 += batch) {
+    using FP = stage_piece<Lane, Act>;
+    constexpr int pieces_per_chunk = 16 / FP::octets;
+    constexpr int fill_batch = FP::batch;
+    const int per_token = first_len * pieces_per_chunk;
+    const int items = 8 * nt * per_token;
+    for (int base = 0; base < items; base += fill_batch * SL::threads) {
+      typename FP::raw raw[fill_batch];
 #pragma unroll
-      for (int u = 0; u < batch; ++u) pre[u] = stage_chunk_load(c0 + u);
+      for (int u = 0; u < fill_batch; ++u) {
+        const int item = base + u * SL::threads + tid;
+        const int n = item / per_token, rest = item % per_token;
+        const int c = rest / pieces_per_chunk, piece = rest % pieces_per_chunk;
+        const int k = (chunk_begin + c) * DL::chunk_k + 8 * FP::octets * piece;
+        raw[u] = FP::load(p, slot_table, m0 + n, k, item < items && n < tokens && c < nchunks);
+      }
 #pragma unroll
-      for (int u = 0; u < batch; ++u)
-        if (c0 + u < first_len) stage_chunk_store(pre[u], c0 + u, 0);
+      for (int u = 0; u < fill_batch; ++u) {
+        const int item = base + u * SL::threads + tid;
+        if (item < items) {
+          const int n = item / per_token, rest = item % per_token;
+          const int c = rest / pieces_per_chunk, piece = rest % pieces_per_chunk;
+          FP::store(raw[u], act, res, c * chunk_slots, nt, n, piece);
+        }
+      }
     }
   }
   // chunk 0 into registers, then the ring's last stage in flight
@@ -857,6 +976,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   ring_regs cur = ring_read(0);
   issue(S - 1);
   __syncthreads();
+  QUADS_DECODE_TRACE_POINT(1, warp == 0);
 
   for (int s = 0; s < nslabs; ++s) {
     const int buf = resident ? 0 : (s & 1);
@@ -938,6 +1058,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   // (deterministic) and runs the epilogue. Remote stores do not wait for a reply, so this costs
   // two cluster barriers and local loads (the pull form it replaces read every partial back from
   // remote shared memory, which cost 2-80 us at 4-8 splits on the H200, 02:27 UTC run).
+  QUADS_DECODE_TRACE_POINT(2 + warp, true);
   cp_async_wait<0>();
   if constexpr (DualAcc)
 #pragma unroll
@@ -957,6 +1078,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   };
   if (splits > 1) cg::this_cluster().sync();  // every CTA's rings drained and free
   else __syncthreads();
+  QUADS_DECODE_TRACE_POINT(10, warp == 0);
   if (warp_active) {
 #pragma unroll
     for (int j = 0; j < 2; ++j)
@@ -974,6 +1096,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   }
   if (splits > 1) cg::this_cluster().sync();  // every partial has arrived
   else __syncthreads();
+  QUADS_DECODE_TRACE_POINT(11, warp == 0);
 
   for (int lf = tid; lf < lf_count; lf += SL::threads) {
     const int f = lf * splits + split;
@@ -1006,6 +1129,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
     }
     (void)epilogue::apply_node<Epi>(fr, ep);
   }
+  QUADS_DECODE_TRACE_POINT(12, warp == 0);
 }
 
 } // namespace detail
@@ -1020,6 +1144,44 @@ inline bool stream_resident(int chunks_per_split, int resident_bytes, long ctas)
   return chunks_per_split <= SL::max_resident_chunks &&
          (resident_bytes <= SL::two_per_sm_bytes ||
           (resident_bytes <= SL::max_smem_bytes && ctas <= (sms > 0 ? sms : 132)));
+}
+
+//! Whether `clusters` clusters of `splits` CTAs of `kernel` (`smem` dynamic bytes each) are
+//! resident together (cudaOccupancyMaxActiveClusters, cached per kernel, cluster size and shared
+//! memory). A cluster that does not fit runs as a second wave and doubles the call: 4096x14336 at
+//! M = 16 (32 clusters of 4, one CTA per SM) took 46 us instead of ~24 on the H200 (04:40 UTC).
+//! A failed query counts as fitting (and is cleared).
+template <class... Params>
+bool clusters_fit(void (*kernel)(Params...), int splits, int smem, long clusters) {
+  if (splits <= 1) return true;
+  struct entry {
+    const void* kernel;
+    int splits, smem, max_clusters;
+  };
+  static std::mutex lock;
+  static std::vector<entry> cache;
+  const void* key = reinterpret_cast<const void*>(kernel);
+  std::lock_guard<std::mutex> guard(lock);
+  for (const entry& e : cache)
+    if (e.kernel == key && e.splits == splits && e.smem == smem) return clusters <= e.max_clusters;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(splits), 1, 1);
+  cfg.blockDim = dim3(stream_layout::threads);
+  cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(splits);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  cache.push_back({key, splits, smem, n});
+  return clusters <= n;
 }
 
 //! Raises the dynamic shared-memory limit of the two K-alignment instantiations of a streaming
@@ -1091,6 +1253,8 @@ cudaError_t check_and_fill(int M, int N, int K, bool plan_residual, const fp4_we
     return fail(QUADS_GEMM_MSG("K must be a multiple of both operands' block sizes"));
   if (w.data == nullptr || w.scales == nullptr)
     return fail(QUADS_GEMM_MSG("weight data / scales are null"));
+  if constexpr (is_chunk_tiled<WF>)
+    if (const char* why = chunk_tiling::check_shape(1, N, K)) return fail(why);
   if (!aligned(w.data, K % 32 == 0 ? 16 : 8))
     return fail(QUADS_GEMM_MSG("weight data must be 16-byte aligned (8 when K % 32 != 0)"));
   bool own = false;
@@ -1222,12 +1386,16 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
                        ((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
       const int res_bytes = SL::resident_bytes(nt, AT::rac, plan.chunks_per_split, St);
       p.resident = detail::stream_resident(plan.chunks_per_split, res_bytes, ctas);
-      const int smem = p.resident ? res_bytes : SL::smem_bytes(nt, AT::rac, St);
       if (const cudaError_t e = detail::raise_stream_smem_limit<
               detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>,
               detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA>>();
           e != cudaSuccess)
         return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit", e);
+      // resident activations only if every cluster of the grid fits at once; else the slabs'
+      // smaller footprint (more CTAs per SM) usually does
+      if (p.resident && !detail::clusters_fit(kernel, plan.splits, res_bytes, ctas / plan.splits))
+        p.resident = false;
+      const int smem = p.resident ? res_bytes : SL::smem_bytes(nt, AT::rac, St);
       return detail::launch_stream(
           kernel, static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta),
           static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta), plan.splits,
@@ -1237,6 +1405,9 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
 
   // Fallback (fragments wider than a CTA's rows, or more splits than a cluster holds): the
   // decode_layout mainloop writes split partials to the workspace, a second kernel reduces.
+  if constexpr (is_chunk_tiled<WF>)
+    return fail("quads: decode_gemm: chunk_tiled weights run on the streaming kernel only (an "
+                "epilogue fragment width dividing 128 and at most 8 splits)");
   if (plan.mode == reduction::atomic)
     if (const cudaError_t e = cudaMemsetAsync(workspace, 0, plan.workspace_bytes, stream);
         e != cudaSuccess)

@@ -1,0 +1,218 @@
+// SPDX-FileCopyrightText: 2026 The quads authors
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Diagnostic (not a benchmark): where a streaming decode GEMM call spends its time.
+//!        Builds the kernel with QUADS_DECODE_TRACE, so lane 0 of each warp stamps %globaltimer
+//!        and clock64 at the phase boundaries (entry, activations staged, chunk loop done per
+//!        warp, the two cluster barriers of the split-K reduction, epilogue done), runs one call
+//!        per shape after an L2 sweep, and prints per-phase times over the CTAs.
+//!
+//! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled]   (exits 77 without a GPU). The numbers are of a single
+//! cold call with the stamps' own stores included; use quads_bench_gemm for timings.
+#define QUADS_DECODE_TRACE 1
+
+#include <quads/gemm/decode.cuh>
+
+#include <quads/epilogue/epilogue.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace qe = quads::epilogue;
+namespace qg = quads::gemm;
+
+namespace {
+
+using epi = qe::chain<qe::scale_alpha, qe::store<__nv_bfloat16>>;
+
+#define CHECK(x)                                                                       \
+  do {                                                                                 \
+    const cudaError_t e_ = (x);                                                        \
+    if (e_ != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                  \
+                   cudaGetErrorString(e_));                                            \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+__global__ void sweep(const uint4* p, std::size_t n, unsigned* sink) {
+  unsigned acc = 0;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    acc ^= __ldcg(p + i).x;
+  if (acc == 0x12345678u) *sink = acc;
+}
+
+double pct(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[static_cast<std::size_t>(q * (v.size() - 1))];
+}
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / v.size();
+}
+
+template <class WF, class Tuning = qg::stream_tuning<>>
+void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, unsigned* sink,
+                 int splits = 0) {
+  const int sms = quads::kernels::detail::sm_count();
+  const auto plan = qg::plan_decode(M, N, K, false, {splits, qg::reduction::deterministic}, sms);
+  void *wd, *wsc, *ad, *asc, *ts, *y, *ws;
+  CHECK(cudaMalloc(&wd, static_cast<std::size_t>(N) * K / 2));
+  CHECK(cudaMalloc(&wsc, static_cast<std::size_t>(N) * K / 16));
+  CHECK(cudaMalloc(&ad, static_cast<std::size_t>(M) * K / 2));
+  CHECK(cudaMalloc(&asc, static_cast<std::size_t>(M) * K / 16));
+  CHECK(cudaMalloc(&ts, 2 * sizeof(quads::tensor_scale)));
+  CHECK(cudaMalloc(&y, static_cast<std::size_t>(M) * N * 2));
+  CHECK(cudaMalloc(&ws, std::max<std::size_t>(plan.workspace_bytes, 16)));
+  CHECK(cudaMemset(wd, 0x5a, static_cast<std::size_t>(N) * K / 2));
+  CHECK(cudaMemset(wsc, 0x38, static_cast<std::size_t>(N) * K / 16));
+  CHECK(cudaMemset(ad, 0x21, static_cast<std::size_t>(M) * K / 2));
+  CHECK(cudaMemset(asc, 0x38, static_cast<std::size_t>(M) * K / 16));
+  const quads::tensor_scale one[2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
+  CHECK(cudaMemcpy(ts, one, sizeof one, cudaMemcpyHostToDevice));
+  const auto* tsp = static_cast<const quads::tensor_scale*>(ts);
+  const qe::alpha_source alpha{.a = tsp, .a_mode = qe::scale_source::tensor, .w = tsp + 1,
+                               .w_mode = qe::scale_source::tensor};
+  const epi::arguments ea{alpha, {static_cast<__nv_bfloat16*>(y), N}};
+  const qg::fp4_weights<WF> w{static_cast<const std::uint8_t*>(wd),
+                              static_cast<const std::uint8_t*>(wsc)};
+  const qg::fp4_activations<quads::nvfp4> a{static_cast<const std::uint8_t*>(ad),
+                                            static_cast<const std::uint8_t*>(asc)};
+  using Lane = std::conditional_t<qg::is_pair_coded<qg::value_format_t<WF>> ||
+                                       qg::is_pair_coded<WF> ||
+                                       std::is_same_v<WF, qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>>,
+                                   qg::fp16_lane, qg::bf16_lane>;
+  const int ctas = plan.splits * ((N + 127) / 128) * ((M + 15) / 16);
+  unsigned long long* buf;
+  CHECK(cudaMalloc(&buf, sizeof(unsigned long long) * 32 * ctas));
+  unsigned long long* none = nullptr;
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  float ms_cold = 0, ms_hot = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const bool traced = rep == 3;
+    CHECK(cudaMemcpyToSymbol(qg::detail::decode_trace_buffer, traced ? &buf : &none, sizeof buf));
+    CHECK(cudaMemset(buf, 0, sizeof(unsigned long long) * 32 * ctas));
+    sweep<<<264, 512>>>(flush, flush_n, sink);
+    CHECK(cudaEventRecord(e0));
+    CHECK((qg::decode_gemm<Lane, epi, WF, qg::fp4_activations<quads::nvfp4>, Tuning>(plan, w, a, ea, ws, nullptr)));
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    if (rep == 2) CHECK(cudaEventElapsedTime(&ms_cold, e0, e1));
+  }
+  CHECK(cudaMemcpyToSymbol(qg::detail::decode_trace_buffer, &none, sizeof buf));
+  CHECK(cudaEventRecord(e0));
+  for (int i = 0; i < 10; ++i) CHECK((qg::decode_gemm<Lane, epi, WF, qg::fp4_activations<quads::nvfp4>, Tuning>(plan, w, a, ea, ws, nullptr)));
+  CHECK(cudaEventRecord(e1));
+  CHECK(cudaEventSynchronize(e1));
+  CHECK(cudaEventElapsedTime(&ms_hot, e0, e1));
+  std::vector<unsigned long long> h(32ull * ctas);
+  CHECK(cudaMemcpy(h.data(), buf, h.size() * 8, cudaMemcpyDeviceToHost));
+  unsigned long long t0 = ~0ull, tend = 0;
+  for (int c = 0; c < ctas; ++c) {
+    t0 = std::min(t0, h[32ull * c + 0]);
+    tend = std::max(tend, h[32ull * c + 12]);
+  }
+  int clock_khz = 0;
+  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  std::vector<double> entry, prologue, loop_mean, loop_max, loop_spread, bar1, bar2, epi_t, end, total;
+  for (int c = 0; c < ctas; ++c) {
+    const unsigned long long* g = &h[32ull * c];
+    const unsigned long long* k = g + 16;
+    auto cyc = [&](unsigned long long a, unsigned long long b) { return (double)(b - a) / (clock_khz * 1e-3); };
+    entry.push_back((g[0] - t0) * 1e-3);
+    end.push_back((g[12] - t0) * 1e-3);
+    prologue.push_back(cyc(k[0], k[1]));
+    double lm = 0, lx = 0, ln = 1e30;
+    int nw = 0;
+    for (int w = 0; w < 8; ++w) {
+      if (k[2 + w] == 0) continue;
+      const double d = cyc(k[1], k[2 + w]);
+      lm += d; lx = std::max(lx, d); ln = std::min(ln, d); ++nw;
+    }
+    loop_mean.push_back(nw ? lm / nw : 0);
+    loop_max.push_back(lx);
+    loop_spread.push_back(nw ? lx - ln : 0);
+    bar1.push_back(cyc(k[2], k[10]));  // warp 0's loop end -> first cluster barrier passed
+    bar2.push_back(cyc(k[10], k[11]));
+    epi_t.push_back(cyc(k[11], k[12]));
+    total.push_back(cyc(k[0], k[12]));
+  }
+  std::printf("%s S=%d dual=%d %-12s M=%-2d splits=%d chunks/split=%d ctas=%d | event cold %.1f us, hot %.1f us/call | "
+              "span %.1f us\n",
+              qg::is_chunk_tiled<WF> ? (std::is_same_v<Lane, qg::fp16_lane> ? "tiled-pair" : "tiled") : (qg::is_pair_coded<WF> ? "pair" : "plain"),
+              Tuning::stages, int(Tuning::dual_acc), (std::to_string(N) + "x" + std::to_string(K)).c_str(), M, plan.splits,
+              plan.chunks_per_split, ctas, ms_cold * 1e3, ms_hot * 1e2, (tend - t0) * 1e-3);
+  auto row = [](const char* n, const std::vector<double>& v) {
+    std::printf("  %-34s mean %6.2f  p10 %6.2f  p50 %6.2f  p90 %6.2f  max %6.2f us\n", n, mean(v),
+                pct(v, 0.1), pct(v, 0.5), pct(v, 0.9), pct(v, 1.0));
+  };
+  row("CTA entry after first entry", entry);
+  row("CTA end after first entry", end);
+  row("CTA lifetime", total);
+  row("prologue (staging, first chunk)", prologue);
+  row("chunk loop, mean over warps", loop_mean);
+  row("chunk loop, slowest warp", loop_max);
+  row("chunk loop, slowest - fastest warp", loop_spread);
+  row("warp 0 loop end -> cluster barrier 1", bar1);
+  row("push partials + cluster barrier 2", bar2);
+  row("reduce + epilogue", epi_t);
+  for (void* p : {wd, wsc, ad, asc, ts, y, ws, static_cast<void*>(buf)}) CHECK(cudaFree(p));
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    std::printf("no GPU: skipped\n");
+    return 77;
+  }
+  const bool pair = argc > 1 && std::strcmp(argv[1], "--pair") == 0;
+  const bool stages = argc > 1 && std::strcmp(argv[1], "--stages") == 0;
+  const bool variants = argc > 1 && std::strcmp(argv[1], "--variants") == 0;
+  const bool tiled = argc > 1 && std::strcmp(argv[1], "--tiled") == 0;
+  const std::size_t flush_bytes = 512ull << 20;
+  uint4* flush;
+  unsigned* sink;
+  CHECK(cudaMalloc(&flush, flush_bytes));
+  CHECK(cudaMalloc(&sink, 4));
+  CHECK(cudaMemset(flush, 1, flush_bytes));
+  const int shapes[3][2] = {{14336, 4096}, {8192, 8192}, {4096, 14336}};
+  for (const auto& s : shapes)
+    for (int M : {1, 16}) {
+      if (pair) {
+        trace_shape<qg::pair_coded<quads::nvfp4>>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+      } else if (tiled) {  // chunk-tiled weights (the bytes are constant: timing only)
+        trace_shape<qg::chunk_tiled<quads::nvfp4>>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+        trace_shape<qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>>(M, s[0], s[1], flush,
+                                                                   flush_bytes / 16, sink);
+        const auto base = qg::plan_decode(M, s[0], s[1], false, {}, 132);
+        trace_shape<qg::chunk_tiled<quads::nvfp4>>(M, s[0], s[1], flush, flush_bytes / 16, sink,
+                                                   2 * base.splits);
+      } else if (variants) {  // more CTAs per SM (splits x 2) and two accumulator sets
+        const auto base = qg::plan_decode(M, s[0], s[1], false, {}, 132);
+        trace_shape<quads::nvfp4>(M, s[0], s[1], flush, flush_bytes / 16, sink, 2 * base.splits);
+        trace_shape<quads::nvfp4, qg::stream_tuning<3, 2, 0, true>>(M, s[0], s[1], flush,
+                                                                    flush_bytes / 16, sink);
+        trace_shape<quads::nvfp4, qg::stream_tuning<3, 2, 0, true>>(M, s[0], s[1], flush,
+                                                                    flush_bytes / 16, sink,
+                                                                    2 * base.splits);
+      } else if (stages) {  // ring depth: chunks in flight per warp = stages - 1
+        trace_shape<quads::nvfp4, qg::stream_tuning<4>>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+        trace_shape<quads::nvfp4, qg::stream_tuning<6>>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+        trace_shape<quads::nvfp4, qg::stream_tuning<8>>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+      } else
+        trace_shape<quads::nvfp4>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+    }
+  return 0;
+}
