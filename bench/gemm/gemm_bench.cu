@@ -42,10 +42,16 @@ namespace {
 using epi = qe::chain<qe::scale_alpha, qe::store<__nv_bfloat16>>;
 using epi_own = qe::chain<qe::scale_alpha, qe::rac_residual, qe::store<__nv_bfloat16>>;
 
-enum class operand { w4a4, w4a16, rac_shared, rac_own, w4a4_fp16, w4a4_pair, rac_pair_shared, rac_pair_own };
+enum class operand {
+  w4a4, w4a16, rac_shared, rac_own, w4a4_fp16, w4a4_pair, rac_pair_shared, rac_pair_own,
+  w4a4_tiled, w4a4_tiled_pair, rac_tiled_pair_shared
+};
 
 //! Pair-coded NVFP4 weights (fp16 lanes): the decode fast path.
 using pair_nvfp4 = qg::pair_coded<quads::nvfp4>;
+//! Chunk-tiled weights (gemm/chunk_tiling.hpp), plain (bf16 lanes) and pair-coded (fp16 lanes).
+using tiled_nvfp4 = qg::chunk_tiled<quads::nvfp4>;
+using tiled_pair_nvfp4 = qg::chunk_tiled<pair_nvfp4>;
 
 const char* name_of(operand o) {
   switch (o) {
@@ -57,15 +63,18 @@ const char* name_of(operand o) {
   case operand::w4a4_pair: return "w4a4_pair";
   case operand::rac_pair_shared: return "w4a4_pair_rac50_shared";
   case operand::rac_pair_own: return "w4a4_pair_rac50_own";
+  case operand::w4a4_tiled: return "w4a4_tiled";
+  case operand::w4a4_tiled_pair: return "w4a4_tiled_pair";
+  case operand::rac_tiled_pair_shared: return "w4a4_tiled_pair_rac50_shared";
   }
   return "?";
 }
 
-template <class Tuning = qg::stream_tuning<>>
 void register_decode(operand op, int M, int N, int K, qg::reduction mode, const char* tag = "",
                      int splits = 0) {
   const bool rac = op == operand::rac_shared || op == operand::rac_own ||
-                   op == operand::rac_pair_shared || op == operand::rac_pair_own;
+                   op == operand::rac_pair_shared || op == operand::rac_pair_own ||
+                   op == operand::rac_tiled_pair_shared;
   const int selected = rac ? K / 2 : 0;
   const int Kp = K + selected;
   const std::size_t w_bytes = static_cast<std::size_t>(N) * K / 2 + static_cast<std::size_t>(N) * K / 16;
@@ -114,19 +123,12 @@ void register_decode(operand op, int M, int N, int K, qg::reduction mode, const 
       };
       const epi::arguments ea{alpha, {y.get<__nv_bfloat16>(), N}};
       const epi_own::arguments eo{alpha, alpha, {y.get<__nv_bfloat16>(), N}};
-      if constexpr (!std::is_same_v<Tuning, qg::stream_tuning<>>) {
-        // tuning variants are compiled for the fast path only (compile time on 2 cores)
-        return op == operand::w4a4_pair
-                   ? qg::decode_gemm<qg::fp16_lane, epi, pair_nvfp4, qg::fp4_activations<quads::nvfp4>, Tuning>(
-                         plan, wp, a4, ea, ws.get(), st)
-                   : cudaErrorNotSupported;
-      }
       switch (op) {
       case operand::w4a4_fp16:
-        return qg::decode_gemm<qg::fp16_lane, epi, quads::nvfp4, qg::fp4_activations<quads::nvfp4>, Tuning>(
+        return qg::decode_gemm<qg::fp16_lane, epi, quads::nvfp4, qg::fp4_activations<quads::nvfp4>>(
             plan, w, a4, ea, ws.get(), st);
       case operand::w4a4_pair:
-        return qg::decode_gemm<qg::fp16_lane, epi, pair_nvfp4, qg::fp4_activations<quads::nvfp4>, Tuning>(
+        return qg::decode_gemm<qg::fp16_lane, epi, pair_nvfp4, qg::fp4_activations<quads::nvfp4>>(
             plan, wp, a4, ea, ws.get(), st);
       case operand::rac_pair_shared:
         return qg::decode_gemm<qg::fp16_lane, epi>(plan, wp, rac_act(quads::compensation::residual_scale::shared),
@@ -134,8 +136,18 @@ void register_decode(operand op, int M, int N, int K, qg::reduction mode, const 
       case operand::rac_pair_own:
         return qg::decode_gemm<qg::fp16_lane, epi_own>(plan, wp, rac_act(quads::compensation::residual_scale::own),
                                                        eo, ws.get(), st);
+      case operand::w4a4_tiled:  // timing only: any bytes are valid tiled weights
+        return qg::decode_gemm<qg::bf16_lane, epi>(plan, qg::fp4_weights<tiled_nvfp4>{w.data, w.scales},
+                                                   a4, ea, ws.get(), st);
+      case operand::w4a4_tiled_pair:
+        return qg::decode_gemm<qg::fp16_lane, epi>(plan, qg::fp4_weights<tiled_pair_nvfp4>{w.data, w.scales},
+                                                   a4, ea, ws.get(), st);
+      case operand::rac_tiled_pair_shared:
+        return qg::decode_gemm<qg::fp16_lane, epi>(plan, qg::fp4_weights<tiled_pair_nvfp4>{w.data, w.scales},
+                                                   rac_act(quads::compensation::residual_scale::shared),
+                                                   ea, ws.get(), st);
       case operand::w4a4:
-        return qg::decode_gemm<qg::bf16_lane, epi, quads::nvfp4, qg::fp4_activations<quads::nvfp4>, Tuning>(
+        return qg::decode_gemm<qg::bf16_lane, epi, quads::nvfp4, qg::fp4_activations<quads::nvfp4>>(
             plan, w, qg::fp4_activations<quads::nvfp4>{ad.get<const std::uint8_t>(), asc.get<const std::uint8_t>()},
             epi::arguments{alpha, {y.get<__nv_bfloat16>(), N}}, ws.get(), st);
       case operand::w4a16:
@@ -234,25 +246,15 @@ void register_gemm_suite() {
     for (int M : decode_ms)
       for (operand op : {operand::w4a4, operand::w4a16, operand::rac_shared, operand::rac_own,
                          operand::w4a4_fp16, operand::w4a4_pair, operand::rac_pair_shared,
-                         operand::rac_pair_own})
+                         operand::rac_pair_own, operand::w4a4_tiled, operand::w4a4_tiled_pair,
+                         operand::rac_tiled_pair_shared})
         register_decode(op, M, N, K, qg::reduction::deterministic);
-  // tuning variants of the streaming kernel on the fast path (pair-coded weights): ring depth,
-  // CTAs per SM asked of ptxas, fixed token tiles, two accumulator sets, explicit split-K
-  for (const auto& [N, K] : decode_shapes) {
-    for (int M : {1, 16}) {
-      register_decode<qg::stream_tuning<4, 2>>(operand::w4a4_pair, M, N, K, qg::reduction::deterministic, "/ring4");
-      register_decode<qg::stream_tuning<3, 3>>(operand::w4a4_pair, M, N, K, qg::reduction::deterministic, "/minblocks3");
-      register_decode<qg::stream_tuning<3, 4>>(operand::w4a4_pair, M, N, K, qg::reduction::deterministic, "/minblocks4");
-      register_decode<qg::stream_tuning<2, 4>>(operand::w4a4_pair, M, N, K, qg::reduction::deterministic, "/ring2mb4");
+  // explicit split-K on the fastest weight form (the plan's choice is the default above)
+  for (const auto& [N, K] : decode_shapes)
+    for (int M : {1, 16})
       for (int sp : {1, 2, 4, 8})
-        register_decode(operand::w4a4_pair, M, N, K, qg::reduction::deterministic,
+        register_decode(operand::w4a4_tiled_pair, M, N, K, qg::reduction::deterministic,
                         sp == 1 ? "/splits1" : sp == 2 ? "/splits2" : sp == 4 ? "/splits4" : "/splits8", sp);
-    }
-    register_decode<qg::stream_tuning<3, 2, 1, true>>(operand::w4a4_pair, 1, N, K, qg::reduction::deterministic, "/dualacc");
-    register_decode<qg::stream_tuning<3, 2, 2, true>>(operand::w4a4_pair, 16, N, K, qg::reduction::deterministic, "/dualacc");
-    register_decode<qg::stream_tuning<3, 3, 1, true>>(operand::w4a4_pair, 1, N, K, qg::reduction::deterministic, "/combo3");
-    register_decode<qg::stream_tuning<3, 3, 2, true>>(operand::w4a4_pair, 16, N, K, qg::reduction::deterministic, "/combo3");
-  }
   register_grouped(8, 8);
   register_grouped(126, 128);
 }

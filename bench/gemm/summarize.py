@@ -17,7 +17,7 @@ for b in d["benchmarks"]:
         print("ERROR", b["name"], b["error_message"])
         continue
     n = b["name"]
-    m = re.match(r"gemm/decode/(\w+)/M(\d+)_W(\d+)x(\d+)/deterministic/(ring\d\w*|minblocks\d|fixedtiles|dualacc|combo\d|splits\d)", n)
+    m = re.match(r"gemm/decode/(\w+)/M(\d+)_W(\d+)x(\d+)/deterministic/(splits\d)", n)
     if m:
         variants.append(f"{m[5]} {m[1]} M{m[2]} {m[3]}x{m[4]}: {b['us']:.2f} us ({b['frac_copy']:.2f} of copy)")
         continue
@@ -62,3 +62,15 @@ for (N, K, M), r in sorted(rows.items()):
           f"{r['w4a4_pair']['frac_copy']:.2f} | {us('cublas_bf16') / p:.2f} | {us('cublaslt_fp8') / p:.2f} | "
           f"{us('w4a4_pair_rac50_shared'):.2f} | {100 * (us('w4a4_pair_rac50_shared') / p - 1):.0f} | "
           f"{us('w4a4_pair_rac50_own'):.2f} | {100 * (us('w4a4_pair_rac50_own') / p - 1):.0f} |")
+print()
+print("| weight | M | tiled bf16 us | tiled pair us | frac copy | x bf16 | x fp8 | tiled pair RAC50 shared us | +% |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+for (N, K, M), r in sorted(rows.items()):
+    if "w4a4_tiled_pair" not in r:
+        continue
+    def us(k):
+        return r[k]["us"] if k in r else float("nan")
+    p = us("w4a4_tiled_pair")
+    print(f"| {N}x{K} | {M} | {us('w4a4_tiled'):.2f} | {p:.2f} | {r['w4a4_tiled_pair']['frac_copy']:.2f} | "
+          f"{us('cublas_bf16') / p:.2f} | {us('cublaslt_fp8') / p:.2f} | "
+          f"{us('w4a4_tiled_pair_rac50_shared'):.2f} | {100 * (us('w4a4_tiled_pair_rac50_shared') / p - 1):.0f} |")

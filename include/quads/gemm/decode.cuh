@@ -736,9 +736,13 @@ struct stream_groups {
 //! `p.resident`: the activations of the CTA's whole K range are staged once (one barrier), so the
 //! warps stream their weights without meeting again until the epilogue; otherwise slabs of
 //! `slab_chunks` chunks in two alternating buffers (one barrier per slab).
+//! `KGroups` = 2 (resident activations only): the CTA holds two groups of 8 warps on the same 128
+//! rows, each streaming half of the CTA's chunks, summed with the split partials in source order
+//! (split-major, then group): 16 warps per SM for grids of at most one CTA per SM.
 template <mma_lane Lane, block_scaled_format WF, class Act, class Epi, int W, bool Aligned, int S,
-          int MinBlocks, bool Grouped = false, int FixedTiles = 0, bool DualAcc = false>
-__global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
+          int MinBlocks, bool Grouped = false, int FixedTiles = 0, bool DualAcc = false,
+          int KGroups = 1>
+__global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1 ? MinBlocks : 1)
     stream_mainloop(const __grid_constant__ decode_params p,
                     const __grid_constant__ typename Epi::params ep,
                     const __grid_constant__ stream_groups gs) {
@@ -749,11 +753,14 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   constexpr int WB = WF::block_size;
   constexpr int scale_per_chunk = DL::chunk_k / WB;  // scale bytes per row and chunk (8 or 4)
   static_assert(SL::rows_per_cta % W == 0, "quads: fused epilogue fragments must tile a CTA");
+  static_assert(KGroups == 1 || (KGroups == 2 && !Grouped), "quads: KGroups is 1, or 2 (dense)");
+  constexpr int NT = SL::threads * KGroups;  // threads of the CTA
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int res_flag[SL::max_resident_chunks];  // RAC: chunk has a selected block
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32, lane = tid % 32;
+  const int kg = warp / SL::warps, row_warp = warp % SL::warps;  // k-group, row-warp
   const int g = lane / 4, t = lane % 4;
   QUADS_DECODE_TRACE_POINT(0, warp == 0);
   const int split = static_cast<int>(blockIdx.x);
@@ -788,10 +795,15 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
     if (slot_table != nullptr) slot_table += static_cast<std::size_t>(lo) * gs.sched.slot_stride;
   }
   const int tokens = m_end - m0;
-  const int chunk_begin = split * p.chunks_per_split;
-  const int chunk_end = min(chunk_begin + p.chunks_per_split, p.chunks);
-  const int nchunks = max(chunk_end - chunk_begin, 0);
-  const int n0 = n_cta + warp * SL::rows_per_warp;
+  // the CTA's chunks [cta_begin, cta_begin + cta_chunks) (staged), this warp's k-group's part
+  // [chunk_begin, chunk_begin + nchunks) (streamed), which starts at act chunk `group_off`
+  const int cta_begin = split * p.chunks_per_split;
+  const int cta_chunks = max(min(cta_begin + p.chunks_per_split, p.chunks) - cta_begin, 0);
+  const int group_len = (cta_chunks + KGroups - 1) / KGroups;
+  const int group_off = min(kg * group_len, cta_chunks);
+  const int chunk_begin = cta_begin + group_off;
+  const int nchunks = min(group_len, cta_chunks - group_off);
+  const int n0 = n_cta + row_warp * SL::rows_per_warp;
   const bool warp_active = n0 < p.N;
   const bool resident = p.resident;
   const int slab_len = resident ? p.chunks_per_split : SL::slab_chunks;  // chunks per buffer
@@ -911,7 +923,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   const int st_n = tid / 16, st_o = tid % 16;
   const int st_slot = SL::stage_slot(nt, 0, st_n, st_o);
   const bool st_has_slot = st_n < 8 * nt;
-  auto stage_chunk_load = [&](int i) {  // split-local chunk i
+  auto stage_chunk_load = [&](int i) {  // split-local chunk i (KGroups == 1)
     const int k = (chunk_begin + i) * DL::chunk_k + 8 * st_o;
     const bool valid = st_n < tokens && i < nchunks && k < p.K;
     return stage_load<Lane, Act>(p, slot_table, m0 + st_n, k, valid);
@@ -921,14 +933,14 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
       stage_store<Lane, Act>(u, act + bufi * buf_slots, res + bufi * buf_slots,
                              c_in_buf * chunk_slots + st_slot);
   };
-  auto residual_flags = [&](int first, int count) {
+  auto residual_flags = [&](int first, int count) {  // CTA-local chunks
     if constexpr (T::rac) {
-      for (int c = tid; c < count; c += SL::threads) {
+      for (int c = tid; c < count; c += NT) {
         const int i = first + c;
-        const int kb0 = (chunk_begin + i) * DL::chunk_k / T::block_size;
+        const int kb0 = (cta_begin + i) * DL::chunk_k / T::block_size;
         const int nkb = p.K / T::block_size;
         int any = 0;
-        if (i < nchunks)
+        if (i < cta_chunks)
           for (int b = 0; b < DL::chunk_k / T::block_size; ++b)
             if (kb0 + b < nkb && __ldg(slot_table + kb0 + b) >= 0) any = 1;
         res_flag[resident ? i : i % (2 * SL::slab_chunks)] = any;
@@ -942,26 +954,26 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
     // token-major, so that only the real tokens' pieces issue loads and every thread keeps a
     // batch of them in flight: with one token per 16 threads and one chunk per batch it took
     // 6-9 us (several dependent DRAM round trips) before the first MMA (H200 trace, 04:22 UTC).
-    const int first_len = resident ? nchunks : min(SL::slab_chunks, nchunks);
+    const int first_len = resident ? cta_chunks : min(SL::slab_chunks, cta_chunks);
     residual_flags(0, first_len);
     using FP = stage_piece<Lane, Act>;
     constexpr int pieces_per_chunk = 16 / FP::octets;
     constexpr int fill_batch = FP::batch;
     const int per_token = first_len * pieces_per_chunk;
     const int items = 8 * nt * per_token;
-    for (int base = 0; base < items; base += fill_batch * SL::threads) {
+    for (int base = 0; base < items; base += fill_batch * NT) {
       typename FP::raw raw[fill_batch];
 #pragma unroll
       for (int u = 0; u < fill_batch; ++u) {
-        const int item = base + u * SL::threads + tid;
+        const int item = base + u * NT + tid;
         const int n = item / per_token, rest = item % per_token;
         const int c = rest / pieces_per_chunk, piece = rest % pieces_per_chunk;
-        const int k = (chunk_begin + c) * DL::chunk_k + 8 * FP::octets * piece;
-        raw[u] = FP::load(p, slot_table, m0 + n, k, item < items && n < tokens && c < nchunks);
+        const int k = (cta_begin + c) * DL::chunk_k + 8 * FP::octets * piece;
+        raw[u] = FP::load(p, slot_table, m0 + n, k, item < items && n < tokens && c < cta_chunks);
       }
 #pragma unroll
       for (int u = 0; u < fill_batch; ++u) {
-        const int item = base + u * SL::threads + tid;
+        const int item = base + u * NT + tid;
         if (item < items) {
           const int n = item / per_token, rest = item % per_token;
           const int c = rest / pieces_per_chunk, piece = rest % pieces_per_chunk;
@@ -1003,9 +1015,11 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
       }
       if (!warp_active) continue;
       bool any_residual = false;
-      if constexpr (T::rac) any_residual = res_flag[resident ? i : i % (2 * SL::slab_chunks)] != 0;
-      const uint4* a_chunk = a_buf + cl * chunk_slots;
-      const uint4* r_chunk = r_buf + cl * chunk_slots;
+      // resident: act chunk group_off + i (group_off = 0 with one k-group, as in slab mode)
+      if constexpr (T::rac)
+        any_residual = res_flag[resident ? group_off + i : i % (2 * SL::slab_chunks)] != 0;
+      const uint4* a_chunk = a_buf + (resident ? group_off + cl : cl) * chunk_slots;
+      const uint4* r_chunk = r_buf + (resident ? group_off + cl : cl) * chunk_slots;
 #pragma unroll
       for (int w = 0; w < DL::words_per_lane; ++w) {
         const int b = (w * 8) / WB;
@@ -1058,7 +1072,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   // (deterministic) and runs the epilogue. Remote stores do not wait for a reply, so this costs
   // two cluster barriers and local loads (the pull form it replaces read every partial back from
   // remote shared memory, which cost 2-80 us at 4-8 splits on the H200, 02:27 UTC run).
-  QUADS_DECODE_TRACE_POINT(2 + warp, true);
+  QUADS_DECODE_TRACE_POINT(2 + row_warp, kg == 0);
   cp_async_wait<0>();
   if constexpr (DualAcc)
 #pragma unroll
@@ -1073,8 +1087,11 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
   const int frags = tokens * per_row;
   const int lf_count = SL::reduce_locals(W, splits);
   float* recv = reinterpret_cast<float*>(ring);
+  // sources: split-major, then k-group (SL::reduce_slot's layout with splits * KGroups sources;
+  // the rings of the KGroups warp groups hold KGroups times the floats)
+  const int sources = splits * KGroups;
   auto slot_of = [&](int which, int src, int lf) {
-    return SL::reduce_slot(W, splits, which, src, lf);
+    return ((which * sources + src) * lf_count + lf) * W;
   };
   if (splits > 1) cg::this_cluster().sync();  // every CTA's rings drained and free
   else __syncthreads();
@@ -1086,19 +1103,19 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
       for (int e = 0; e < 4; ++e) {
         const int m = 8 * j + 2 * t + (e & 1);
         if (j >= nt || m >= tokens) continue;
-        const int nl = warp * SL::rows_per_warp + g + (e >= 2 ? 8 : 0);
+        const int nl = row_warp * SL::rows_per_warp + g + (e >= 2 ? 8 : 0);
         const int f = m * per_row + nl / W;
-        const int owner = f % splits, lf = f / splits;
+        const int owner = f % splits, lf = f / splits, src = split * KGroups + kg;
         float* dst = splits > 1 ? cg::this_cluster().map_shared_rank(recv, owner) : recv;
-        dst[slot_of(0, split, lf) + nl % W] = acc[j][e] * p.fold;  // exact: a power of two
-        if constexpr (Epi::reads_residual) dst[slot_of(1, split, lf) + nl % W] = acc_r[j][e] * p.fold;
+        dst[slot_of(0, src, lf) + nl % W] = acc[j][e] * p.fold;  // exact: a power of two
+        if constexpr (Epi::reads_residual) dst[slot_of(1, src, lf) + nl % W] = acc_r[j][e] * p.fold;
       }
   }
   if (splits > 1) cg::this_cluster().sync();  // every partial has arrived
   else __syncthreads();
   QUADS_DECODE_TRACE_POINT(11, warp == 0);
 
-  for (int lf = tid; lf < lf_count; lf += SL::threads) {
+  for (int lf = tid; lf < lf_count; lf += NT) {
     const int f = lf * splits + split;
     if (f >= frags) break;
     const int m = f / per_row;
@@ -1111,7 +1128,7 @@ __global__ void __launch_bounds__(stream_layout::threads, MinBlocks)
     fr.count = min(W, p.N - col);
 #pragma unroll
     for (int i = 0; i < W; ++i) fr.r[i] = 0.0f;
-    for (int q = 0; q < splits; ++q) {
+    for (int q = 0; q < sources; ++q) {
       const float* src = recv + slot_of(0, q, lf);
 #pragma unroll
       for (int i = 0; i < W; ++i) {
@@ -1152,7 +1169,8 @@ inline bool stream_resident(int chunks_per_split, int resident_bytes, long ctas)
 //! M = 16 (32 clusters of 4, one CTA per SM) took 46 us instead of ~24 on the H200 (04:40 UTC).
 //! A failed query counts as fitting (and is cleared).
 template <class... Params>
-bool clusters_fit(void (*kernel)(Params...), int splits, int smem, long clusters) {
+bool clusters_fit(void (*kernel)(Params...), int splits, int smem, long clusters,
+                  int threads = stream_layout::threads) {
   if (splits <= 1) return true;
   struct entry {
     const void* kernel;
@@ -1166,7 +1184,7 @@ bool clusters_fit(void (*kernel)(Params...), int splits, int smem, long clusters
     if (e.kernel == key && e.splits == splits && e.smem == smem) return clusters <= e.max_clusters;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(splits), 1, 1);
-  cfg.blockDim = dim3(stream_layout::threads);
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
   cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -1205,10 +1223,10 @@ cudaError_t raise_stream_smem_limit() {
 //! `splits` CTAs (no cluster attribute for one split).
 template <class... Params, class... Args>
 cudaError_t launch_stream(void (*kernel)(Params...), unsigned y, unsigned z, int splits, int smem,
-                          cudaStream_t stream, Args&&... args) {
+                          cudaStream_t stream, int threads, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(splits), y, z);
-  cfg.blockDim = dim3(stream_layout::threads);
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
   cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
@@ -1380,11 +1398,36 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       if (FT != 0 && FT != nt)
         return fail("quads: decode_gemm: stream_tuning's FixedTiles does not match M (1: M <= 8, "
                     "2: M > 8)");
+      const unsigned n_tiles = static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta);
+      const unsigned m_tiles = static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
+      const int ctas = plan.splits * static_cast<int>(n_tiles * m_tiles);
+      const int res_bytes = SL::resident_bytes(nt, AT::rac, plan.chunks_per_split, St);
+      // Two k-groups (16 warps) per CTA when the grid leaves at most one CTA per SM, every k-group
+      // keeps >= 4 chunks and the activations stay resident next to the doubled rings: the chunk
+      // loop is latency-bound per warp, and 8 warps per SM left it at ~0.5 us per chunk (H200,
+      // 04:30 UTC trace; 16 warps moved 1.4x the bytes per SM).
+      const auto kernel2 =
+          aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2>
+                    : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2>;
+      const int res2_bytes = res_bytes + SL::warps * St * SL::stage_bytes;
+      const int sms = ::quads::kernels::detail::sm_count();
+      if (ctas <= (sms > 0 ? sms : 132) && plan.chunks_per_split >= 8 &&
+          plan.chunks_per_split <= SL::max_resident_chunks && res2_bytes <= SL::max_smem_bytes) {
+        if (const cudaError_t e = detail::raise_stream_smem_limit<
+                detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2>,
+                detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2>>();
+            e != cudaSuccess)
+          return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit", e);
+        if (detail::clusters_fit(kernel2, plan.splits, res2_bytes, ctas / plan.splits,
+                                 2 * SL::threads)) {
+          p.resident = true;
+          return detail::launch_stream(kernel2, n_tiles, m_tiles, plan.splits, res2_bytes, stream,
+                                       2 * SL::threads, p, Epi::to_params(epi),
+                                       detail::stream_groups{});
+        }
+      }
       // Activations resident for the whole K range of a split when that fits next to the ring
       // and keeps the CTAs of the grid resident together; else double-buffered slabs.
-      const int ctas = plan.splits * ((N + SL::rows_per_cta - 1) / SL::rows_per_cta) *
-                       ((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
-      const int res_bytes = SL::resident_bytes(nt, AT::rac, plan.chunks_per_split, St);
       p.resident = detail::stream_resident(plan.chunks_per_split, res_bytes, ctas);
       if (const cudaError_t e = detail::raise_stream_smem_limit<
               detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>,
@@ -1396,10 +1439,8 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       if (p.resident && !detail::clusters_fit(kernel, plan.splits, res_bytes, ctas / plan.splits))
         p.resident = false;
       const int smem = p.resident ? res_bytes : SL::smem_bytes(nt, AT::rac, St);
-      return detail::launch_stream(
-          kernel, static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta),
-          static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta), plan.splits,
-          smem, stream, p, Epi::to_params(epi), detail::stream_groups{});
+      return detail::launch_stream(kernel, n_tiles, m_tiles, plan.splits, smem, stream,
+                                   SL::threads, p, Epi::to_params(epi), detail::stream_groups{});
     }
   }
 

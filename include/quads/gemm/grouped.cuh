@@ -215,7 +215,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       gs.table_offset = body;
       return detail::launch_stream(kernel, static_cast<unsigned>(n128),
                                    static_cast<unsigned>(plan.stream_m_tiles), plan.splits, smem,
-                                   stream, p, Epi::to_params(epi), gs);
+                                   stream, stream_layout::threads, p, Epi::to_params(epi), gs);
     }
   }
 
