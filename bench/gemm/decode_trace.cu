@@ -7,7 +7,7 @@
 //!        warp, the two cluster barriers of the split-K reduction, epilogue done), runs one call
 //!        per shape after an L2 sweep, and prints per-phase times over the CTAs.
 //!
-//! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled]   (exits 77 without a GPU). The numbers are of a single
+//! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled | --rac]   (exits 77 without a GPU). The numbers are of a single
 //! cold call with the stamps' own stores included; use quads_bench_gemm for timings.
 #define QUADS_DECODE_TRACE 1
 
@@ -57,23 +57,31 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0 : s / v.size();
 }
 
-template <class WF, class Tuning = qg::stream_tuning<>>
+template <class WF, class Tuning = qg::stream_tuning<>, bool Rac = false>
 void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, unsigned* sink,
                  int splits = 0) {
+  const int Ka = Rac ? K + K / 2 : K;  // RAC 50 %: every other block selected
   const int sms = quads::kernels::detail::sm_count();
   const auto plan = qg::plan_decode(M, N, K, false, {splits, qg::reduction::deterministic}, sms);
   void *wd, *wsc, *ad, *asc, *ts, *y, *ws;
   CHECK(cudaMalloc(&wd, static_cast<std::size_t>(N) * K / 2));
   CHECK(cudaMalloc(&wsc, static_cast<std::size_t>(N) * K / 16));
-  CHECK(cudaMalloc(&ad, static_cast<std::size_t>(M) * K / 2));
-  CHECK(cudaMalloc(&asc, static_cast<std::size_t>(M) * K / 16));
+  CHECK(cudaMalloc(&ad, static_cast<std::size_t>(M) * Ka / 2));
+  CHECK(cudaMalloc(&asc, static_cast<std::size_t>(M) * Ka / 16));
+  int* slot;
+  CHECK(cudaMalloc(&slot, sizeof(int) * (K / 16)));
+  {
+    std::vector<int> h(K / 16, -1);
+    for (int kb = 0, j = 0; kb < K / 16; kb += 2) h[kb] = j++;
+    CHECK(cudaMemcpy(slot, h.data(), sizeof(int) * h.size(), cudaMemcpyHostToDevice));
+  }
   CHECK(cudaMalloc(&ts, 2 * sizeof(quads::tensor_scale)));
   CHECK(cudaMalloc(&y, static_cast<std::size_t>(M) * N * 2));
   CHECK(cudaMalloc(&ws, std::max<std::size_t>(plan.workspace_bytes, 16)));
   CHECK(cudaMemset(wd, 0x5a, static_cast<std::size_t>(N) * K / 2));
   CHECK(cudaMemset(wsc, 0x38, static_cast<std::size_t>(N) * K / 16));
-  CHECK(cudaMemset(ad, 0x21, static_cast<std::size_t>(M) * K / 2));
-  CHECK(cudaMemset(asc, 0x38, static_cast<std::size_t>(M) * K / 16));
+  CHECK(cudaMemset(ad, 0x21, static_cast<std::size_t>(M) * Ka / 2));
+  CHECK(cudaMemset(asc, 0x38, static_cast<std::size_t>(M) * Ka / 16));
   const quads::tensor_scale one[2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
   CHECK(cudaMemcpy(ts, one, sizeof one, cudaMemcpyHostToDevice));
   const auto* tsp = static_cast<const quads::tensor_scale*>(ts);
@@ -82,8 +90,13 @@ void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, u
   const epi::arguments ea{alpha, {static_cast<__nv_bfloat16*>(y), N}};
   const qg::fp4_weights<WF> w{static_cast<const std::uint8_t*>(wd),
                               static_cast<const std::uint8_t*>(wsc)};
-  const qg::fp4_activations<quads::nvfp4> a{static_cast<const std::uint8_t*>(ad),
-                                            static_cast<const std::uint8_t*>(asc)};
+  using Act = std::conditional_t<Rac, qg::rac_activations<quads::nvfp4>,
+                                 qg::fp4_activations<quads::nvfp4>>;
+  Act a{static_cast<const std::uint8_t*>(ad), static_cast<const std::uint8_t*>(asc)};
+  if constexpr (Rac) {
+    a.slot = slot;
+    a.selected = K / 2;
+  }
   using Lane = std::conditional_t<qg::is_pair_coded<qg::value_format_t<WF>> ||
                                        qg::is_pair_coded<WF> ||
                                        std::is_same_v<WF, qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>>,
@@ -102,14 +115,14 @@ void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, u
     CHECK(cudaMemset(buf, 0, sizeof(unsigned long long) * 32 * ctas));
     sweep<<<264, 512>>>(flush, flush_n, sink);
     CHECK(cudaEventRecord(e0));
-    CHECK((qg::decode_gemm<Lane, epi, WF, qg::fp4_activations<quads::nvfp4>, Tuning>(plan, w, a, ea, ws, nullptr)));
+    CHECK((qg::decode_gemm<Lane, epi, WF, Act, Tuning>(plan, w, a, ea, ws, nullptr)));
     CHECK(cudaEventRecord(e1));
     CHECK(cudaEventSynchronize(e1));
     if (rep == 2) CHECK(cudaEventElapsedTime(&ms_cold, e0, e1));
   }
   CHECK(cudaMemcpyToSymbol(qg::detail::decode_trace_buffer, &none, sizeof buf));
   CHECK(cudaEventRecord(e0));
-  for (int i = 0; i < 10; ++i) CHECK((qg::decode_gemm<Lane, epi, WF, qg::fp4_activations<quads::nvfp4>, Tuning>(plan, w, a, ea, ws, nullptr)));
+  for (int i = 0; i < 10; ++i) CHECK((qg::decode_gemm<Lane, epi, WF, Act, Tuning>(plan, w, a, ea, ws, nullptr)));
   CHECK(cudaEventRecord(e1));
   CHECK(cudaEventSynchronize(e1));
   CHECK(cudaEventElapsedTime(&ms_hot, e0, e1));
@@ -145,9 +158,9 @@ void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, u
     epi_t.push_back(cyc(k[11], k[12]));
     total.push_back(cyc(k[0], k[12]));
   }
-  std::printf("%s S=%d dual=%d %-12s M=%-2d splits=%d chunks/split=%d ctas=%d | event cold %.1f us, hot %.1f us/call | "
+  std::printf("%s%s S=%d dual=%d %-12s M=%-2d splits=%d chunks/split=%d ctas=%d | event cold %.1f us, hot %.1f us/call | "
               "span %.1f us\n",
-              qg::is_chunk_tiled<WF> ? (std::is_same_v<Lane, qg::fp16_lane> ? "tiled-pair" : "tiled") : (qg::is_pair_coded<WF> ? "pair" : "plain"),
+              Rac ? "rac50 " : "", qg::is_chunk_tiled<WF> ? (std::is_same_v<Lane, qg::fp16_lane> ? "tiled-pair" : "tiled") : (qg::is_pair_coded<WF> ? "pair" : "plain"),
               Tuning::stages, int(Tuning::dual_acc), (std::to_string(N) + "x" + std::to_string(K)).c_str(), M, plan.splits,
               plan.chunks_per_split, ctas, ms_cold * 1e3, ms_hot * 1e2, (tend - t0) * 1e-3);
   auto row = [](const char* n, const std::vector<double>& v) {
@@ -164,7 +177,8 @@ void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, u
   row("warp 0 loop end -> cluster barrier 1", bar1);
   row("push partials + cluster barrier 2", bar2);
   row("reduce + epilogue", epi_t);
-  for (void* p : {wd, wsc, ad, asc, ts, y, ws, static_cast<void*>(buf)}) CHECK(cudaFree(p));
+  for (void* p : {wd, wsc, ad, asc, ts, y, ws, static_cast<void*>(buf), static_cast<void*>(slot)})
+    CHECK(cudaFree(p));
   CHECK(cudaEventDestroy(e0));
   CHECK(cudaEventDestroy(e1));
 }
@@ -181,6 +195,7 @@ int main(int argc, char** argv) {
   const bool stages = argc > 1 && std::strcmp(argv[1], "--stages") == 0;
   const bool variants = argc > 1 && std::strcmp(argv[1], "--variants") == 0;
   const bool tiled = argc > 1 && std::strcmp(argv[1], "--tiled") == 0;
+  const bool rac = argc > 1 && std::strcmp(argv[1], "--rac") == 0;
   const std::size_t flush_bytes = 512ull << 20;
   uint4* flush;
   unsigned* sink;
@@ -199,6 +214,10 @@ int main(int argc, char** argv) {
         const auto base = qg::plan_decode(M, s[0], s[1], false, {}, 132);
         trace_shape<qg::chunk_tiled<quads::nvfp4>>(M, s[0], s[1], flush, flush_bytes / 16, sink,
                                                    2 * base.splits);
+      } else if (rac) {  // RAC (b) 50 %, shared residual scale, against plain W4A4
+        using TP = qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>;
+        trace_shape<TP>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+        trace_shape<TP, qg::stream_tuning<>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
       } else if (variants) {  // more CTAs per SM (splits x 2) and two accumulator sets
         const auto base = qg::plan_decode(M, s[0], s[1], false, {}, 132);
         trace_shape<quads::nvfp4>(M, s[0], s[1], flush, flush_bytes / 16, sink, 2 * base.splits);
