@@ -158,6 +158,7 @@ void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, u
     epi_t.push_back(cyc(k[11], k[12]));
     total.push_back(cyc(k[0], k[12]));
   }
+  std::printf("[%s, %llu threads] ", h[13] ? "resident" : "slabs", h[14]);
   std::printf("%s%s S=%d dual=%d %-12s M=%-2d splits=%d chunks/split=%d ctas=%d | event cold %.1f us, hot %.1f us/call | "
               "span %.1f us\n",
               Rac ? "rac50 " : "", qg::is_chunk_tiled<WF> ? (std::is_same_v<Lane, qg::fp16_lane> ? "tiled-pair" : "tiled") : (qg::is_pair_coded<WF> ? "pair" : "plain"),

@@ -527,12 +527,21 @@ QUADS_DEVICE_API void decode_trace(int point) {
   decode_trace_buffer[32ull * cta + point] = t;
   decode_trace_buffer[32ull * cta + 16 + point] = static_cast<unsigned long long>(clock64());
 }
+//! Stores the launch mode (resident, threads) into slots 13 and 14 of the CTA (thread 0).
+QUADS_DEVICE_API void decode_trace_mode(bool resident) {
+  if (decode_trace_buffer == nullptr || threadIdx.x != 0) return;
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  decode_trace_buffer[32ull * cta + 13] = resident ? 1 : 0;
+  decode_trace_buffer[32ull * cta + 14] = blockDim.x;
+}
+#  define QUADS_DECODE_TRACE_MODE(resident) ::quads::gemm::detail::decode_trace_mode(resident)
 #  define QUADS_DECODE_TRACE_POINT(point, cond) \
     do {                                        \
       if (cond) ::quads::gemm::detail::decode_trace(point); \
     } while (0)
 #else
 #  define QUADS_DECODE_TRACE_POINT(point, cond) ((void)0)
+#  define QUADS_DECODE_TRACE_MODE(resident) ((void)0)
 #endif
 
 //! One staging unit's raw global data (loaded a slab ahead, dequantized when stored).
@@ -806,6 +815,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   const int n0 = n_cta + row_warp * SL::rows_per_warp;
   const bool warp_active = n0 < p.N;
   const bool resident = p.resident;
+  QUADS_DECODE_TRACE_MODE(resident);
   const int slab_len = resident ? p.chunks_per_split : SL::slab_chunks;  // chunks per buffer
   const int nslabs = resident ? 1 : (nchunks + SL::slab_chunks - 1) / SL::slab_chunks;
 
