@@ -33,44 +33,56 @@ for b in d["benchmarks"]:
         print(f"{n}: {b['us']:.2f} us, {b['GBps']:.0f} GB/s, {b['frac_copy']:.2f} of copy, "
               f"splits {b.get('splits', 0):.0f}")
 print(f"copy bandwidth {copy:.0f} GB/s")
-print("| weight | M | W4A4 us | frac copy | W4A16 us | RAC50 shared us | RAC50 own us | bf16 us | fp8 us "
-      "| x bf16 | x fp8 | RAC shared +% | RAC own +% |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-for (N, K, M), r in sorted(rows.items()):
-    def us(k):
-        return r[k]["us"] if k in r else float("nan")
-    w = us("w4a4_nvfp4")
-    fr = r["w4a4_nvfp4"]["frac_copy"] if "w4a4_nvfp4" in r else float("nan")
-    print(f"| {N}x{K} | {M} | {w:.2f} | {fr:.2f} | {us('w4a16_bf16'):.2f} | "
-          f"{us('w4a4_rac50_shared'):.2f} | {us('w4a4_rac50_own'):.2f} | {us('cublas_bf16'):.2f} | "
-          f"{us('cublaslt_fp8'):.2f} | {us('cublas_bf16') / w:.2f} | {us('cublaslt_fp8') / w:.2f} | "
-          f"{100 * (us('w4a4_rac50_shared') / w - 1):.0f} | {100 * (us('w4a4_rac50_own') / w - 1):.0f} |")
+NAN = float("nan")
+
+
+def table(title, header, key, cells):
+    """One markdown table: a row per (shape, M) that has benchmark `key`; `cells(us, frac)` gives
+    the cells after the shape and M (`us(name)` = median us of a benchmark, nan if absent)."""
+    if title:
+        print(title)
+    print("| weight | M | " + " | ".join(header) + " |")
+    print("|---|---:|" + "---:|" * len(header))
+    for (N, K, M), r in sorted(rows.items()):
+        if key not in r:
+            continue
+        us = lambda k: r[k]["us"] if k in r else NAN  # noqa: E731
+        print(f"| {N}x{K} | {M} | " + " | ".join(cells(us, r[key]["frac_copy"])) + " |")
+
+
+def pct(a, b):
+    return f"{100 * (a / b - 1):.0f}"
+
+
+table("", ["W4A4 us", "frac copy", "W4A16 us", "RAC50 shared us", "RAC50 own us", "bf16 us",
+           "fp8 us", "x bf16", "x fp8", "RAC shared +%", "RAC own +%"], "w4a4_nvfp4",
+      lambda us, fr: [f"{us('w4a4_nvfp4'):.2f}", f"{fr:.2f}", f"{us('w4a16_bf16'):.2f}",
+                      f"{us('w4a4_rac50_shared'):.2f}", f"{us('w4a4_rac50_own'):.2f}",
+                      f"{us('cublas_bf16'):.2f}", f"{us('cublaslt_fp8'):.2f}",
+                      f"{us('cublas_bf16') / us('w4a4_nvfp4'):.2f}",
+                      f"{us('cublaslt_fp8') / us('w4a4_nvfp4'):.2f}",
+                      pct(us('w4a4_rac50_shared'), us('w4a4_nvfp4')),
+                      pct(us('w4a4_rac50_own'), us('w4a4_nvfp4'))])
 for v in variants:
     print(v)
 print()
-print("Pair-coded NVFP4 weights (fp16 lanes; the decode fast path) against the plain layouts:")
-print("| weight | M | plain bf16 us | plain fp16 us | pair us | frac copy | x bf16 | x fp8 "
-      "| pair RAC50 shared us | +% | pair RAC50 own us | +% |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-for (N, K, M), r in sorted(rows.items()):
-    if "w4a4_pair" not in r:
-        continue
-    def us(k):
-        return r[k]["us"] if k in r else float("nan")
-    p = us("w4a4_pair")
-    print(f"| {N}x{K} | {M} | {us('w4a4_nvfp4'):.2f} | {us('w4a4_nvfp4_fp16'):.2f} | {p:.2f} | "
-          f"{r['w4a4_pair']['frac_copy']:.2f} | {us('cublas_bf16') / p:.2f} | {us('cublaslt_fp8') / p:.2f} | "
-          f"{us('w4a4_pair_rac50_shared'):.2f} | {100 * (us('w4a4_pair_rac50_shared') / p - 1):.0f} | "
-          f"{us('w4a4_pair_rac50_own'):.2f} | {100 * (us('w4a4_pair_rac50_own') / p - 1):.0f} |")
+table("Pair-coded NVFP4 weights (fp16 lanes) against the plain layouts:",
+      ["plain bf16 us", "plain fp16 us", "pair us", "frac copy", "x bf16", "x fp8",
+       "pair RAC50 shared us", "+%", "pair RAC50 own us", "+%"], "w4a4_pair",
+      lambda us, fr: [f"{us('w4a4_nvfp4'):.2f}", f"{us('w4a4_nvfp4_fp16'):.2f}",
+                      f"{us('w4a4_pair'):.2f}", f"{fr:.2f}",
+                      f"{us('cublas_bf16') / us('w4a4_pair'):.2f}",
+                      f"{us('cublaslt_fp8') / us('w4a4_pair'):.2f}",
+                      f"{us('w4a4_pair_rac50_shared'):.2f}",
+                      pct(us('w4a4_pair_rac50_shared'), us('w4a4_pair')),
+                      f"{us('w4a4_pair_rac50_own'):.2f}",
+                      pct(us('w4a4_pair_rac50_own'), us('w4a4_pair'))])
 print()
-print("| weight | M | tiled bf16 us | tiled pair us | frac copy | x bf16 | x fp8 | tiled pair RAC50 shared us | +% |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-for (N, K, M), r in sorted(rows.items()):
-    if "w4a4_tiled_pair" not in r:
-        continue
-    def us(k):
-        return r[k]["us"] if k in r else float("nan")
-    p = us("w4a4_tiled_pair")
-    print(f"| {N}x{K} | {M} | {us('w4a4_tiled'):.2f} | {p:.2f} | {r['w4a4_tiled_pair']['frac_copy']:.2f} | "
-          f"{us('cublas_bf16') / p:.2f} | {us('cublaslt_fp8') / p:.2f} | "
-          f"{us('w4a4_tiled_pair_rac50_shared'):.2f} | {100 * (us('w4a4_tiled_pair_rac50_shared') / p - 1):.0f} |")
+table("Chunk-tiled weights (plain with bf16 lanes, pair-coded with fp16 lanes):",
+      ["tiled bf16 us", "tiled pair us", "frac copy", "x bf16", "x fp8",
+       "tiled pair RAC50 shared us", "+%"], "w4a4_tiled_pair",
+      lambda us, fr: [f"{us('w4a4_tiled'):.2f}", f"{us('w4a4_tiled_pair'):.2f}", f"{fr:.2f}",
+                      f"{us('cublas_bf16') / us('w4a4_tiled_pair'):.2f}",
+                      f"{us('cublaslt_fp8') / us('w4a4_tiled_pair'):.2f}",
+                      f"{us('w4a4_tiled_pair_rac50_shared'):.2f}",
+                      pct(us('w4a4_tiled_pair_rac50_shared'), us('w4a4_tiled_pair'))])
