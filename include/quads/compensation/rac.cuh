@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(rac_threads, 4)
   }
   // Q(x) through the turbo block path when x's scale is one per call (per-CTA multiplier table)
   constexpr bool turbo = kd::turbo_applies<Quantizer, T> && !per_row;
-  __shared__ float turbo_tab[turbo ? 128 : 1];
+  __shared__ float turbo_tab[turbo ? kd::turbo_table_floats : 1];
   kd::turbo_ctx tc{};
   if constexpr (turbo) tc = kd::make_turbo_ctx<Quantizer>(ts_x, turbo_tab);
   const int lane = static_cast<int>(threadIdx.x & 31u);
@@ -481,15 +481,15 @@ inline constexpr bool rac_column_applies =
 //! kernels' fast block path; a NaN x block, or a CTA whose table is unusable, the core functors
 //! (`rac_writer`). The column map is built per CTA from `slot` (prefix count of the unselected
 //! blocks); the lines of the first rows (and of each next iteration) are prefetched into L1.
-template <class Quantizer, class Layout, class T>
-__global__ void __launch_bounds__(rac_threads)
+template <class Quantizer, class Layout, class T, int MinBlocks = 0>
+__global__ void __launch_bounds__(rac_threads, MinBlocks)
     rac_column_kernel(const T* x, std::int64_t row_stride, int rows, const int* slot,
                       const int* blocks, scale_source<Quantizer> src,
                       rac_writer<Quantizer, Layout> w) {
   using F = typename Quantizer::format;
   constexpr int B = Quantizer::block_size;
   extern __shared__ int colmap[]; // nkb entries
-  __shared__ float turbo_tab[128];
+  __shared__ float turbo_tab[kd::turbo_table_floats];
   const int nkb = w.nkb, nsel = w.nsel;
   const int t = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
   for (int u = 0; u < 2; ++u) { // the first two rows' lines while the tables are built
@@ -701,7 +701,9 @@ inline cudaError_t allow_smem(int bytes) {
 //! with a permutation `K * sizeof(T) <= 200 KiB`; `rows * K' / B < 2^31`.
 //! Launches: 1 kernel (given + shared); +1 amax kernel (per_tensor: + a memset) or the row amax
 //! kernel (per_row); +1 memset and residual-amax kernel for `own`.
-template <class Quantizer, scale_layout Layout = linear_scales, class T>
+//! `ColumnMinBlocks`: resident CTAs per SM asked of ptxas for the column kernel (a benchmark knob;
+//! 0: no request; the results do not depend on it).
+template <class Quantizer, scale_layout Layout = linear_scales, class T, int ColumnMinBlocks = 0>
 cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, const rac_view& out,
                          const rac_args& args = {}, cudaStream_t stream = nullptr,
                          std::int64_t row_stride = 0) {
@@ -790,7 +792,7 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
   bool column = false;
   if constexpr (detail::rac_column_applies<Quantizer, T>) {
     if (sel.order == nullptr && !own && static_cast<std::size_t>(nkb) * sizeof(int) <= 48 * 1024) {
-      constexpr auto kernel = detail::rac_column_kernel<Quantizer, Layout, T>;
+      constexpr auto kernel = detail::rac_column_kernel<Quantizer, Layout, T, ColumnMinBlocks>;
       const int threads = ::quads::kernels::detail::cta_threads_for(nkb);
       const unsigned grid = kd::grid_for<kernel>(
           threads, (static_cast<std::uint64_t>(rows) + 1) / 2 * static_cast<std::uint64_t>(threads),

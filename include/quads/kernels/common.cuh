@@ -388,6 +388,70 @@ QUADS_DEVICE_API float e2m1_turbo_q(float s) {
 //! Sum over the 8 nibbles of 298 (subtracted once from the packed word).
 inline constexpr std::uint32_t e2m1_turbo_bias = 298u * 0x11111111u;
 
+// ---------------------------------------------------------------------------------------------
+// Saturating encoder ("sat path") of the turbo blocks: fewer integer-pipe instructions per value.
+// For a block whose largest scaled magnitude is below 7, with the block multiplier m / 8 exact
+// (a table entry; `m8` below), each value is encoded from a8 = sat(RN(|x| * m / 8)) = RN(|x| * m)
+// / 8 (one FMUL.SAT: the |x| and the clamp are operand modifiers, the clamp never binds):
+// bf = binade of max(a8, 1/8) (2^(E - 3), E = 0, 1, 2), sum = RN(a8 + bf * 2^22) rounds a8 to
+// the E2M1 spacing of that binade with ties to even (the core's one-add encoder scaled by 1/8),
+// so bits(sum) = ((146 + E) << 23) + steps and code = steps + 2E. The nibbles are summed with
+// integer multiply-adds (FMA pipe) instead of masks, shifts and LEAs (the half-rate integer
+// pipe): steps * 16^i is bits(sum) * 16^i (the exponent bits fall out of 32 bits for i >= 3, and
+// are masked once for i < 3), and 2E * 16^i comes from bf's bits (mulhi for right shifts). The
+// multipliers live in constant memory so that ptxas cannot strength-reduce them to shifts. The
+// dequantized magnitude / 8 is sum - bf * 2^22 (exact). About 40 % fewer integer-pipe
+// instructions per element; on the H200 (2026-11-30 04:40 UTC) 2-3 % faster at 8192 x 8192
+// (the kernels are not bound by that pipe at the real clock; docs/benchmarks.md).
+// Tested against the core codec for every input below 7 in magnitude (all 2^32 bit patterns
+// swept, test/gpu/turbo_test.cu).
+// ---------------------------------------------------------------------------------------------
+
+//! 16^i (i < 8), then 2^(10 + 4i) (mulhi, i <= 5), then 4 and 64 (i = 6, 7).
+static __constant__ std::uint32_t turbo_pack_mul[16] = {
+    1u,       16u,      256u,     4096u,    65536u,   1u << 20, 1u << 24, 1u << 28,
+    1u << 10, 1u << 14, 1u << 18, 1u << 22, 1u << 26, 1u << 30, 4u,       64u};
+
+//! Sum over the 8 nibbles of 248 (the bf terms add 248 + 2E per nibble; subtracted once).
+inline constexpr std::uint32_t e2m1_sat_bias = 248u * 0x11111111u;
+
+//! `mul.rn.sat.f32`: RN(a * b) clamped to [0, 1] (|a| folds into the operand).
+QUADS_DEVICE_API float fmul_sat(float a, float b) {
+  float d;
+  asm("mul.rn.sat.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+
+//! Bits of the binade 2^(E - 3) of max(a8, 1/8).
+QUADS_DEVICE_API std::uint32_t sat_binade(float a8) {
+  return __float_as_uint(fmaxf(a8, 0.125f)) & 0x7f800000u;
+}
+//! RN(a8 + bf * 2^22): a8 rounded to its E2M1 spacing (/ 8), ties to even.
+QUADS_DEVICE_API float sat_sum(std::uint32_t bf, float a8) {
+  return __fmaf_rn(__uint_as_float(bf), 4194304.0f, a8);
+}
+//! The dequantized magnitude / 8 (exact).
+QUADS_DEVICE_API float sat_value(std::uint32_t bf, float sum) {
+  return __fmaf_rn(__uint_as_float(bf), -4194304.0f, sum);
+}
+//! Magnitude codes of 8 values (nibble i from `bf[i]`, `sum[i]`), sign bits zero.
+QUADS_DEVICE_API std::uint32_t sat_pack(const std::uint32_t (&bf)[8], const float (&sum)[8]) {
+  std::uint32_t lo = 0, acc = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const std::uint32_t u = __float_as_uint(sum[i]);
+    if (i < 3)
+      lo += u * turbo_pack_mul[i];
+    else
+      acc += u * turbo_pack_mul[i];
+    if (i <= 5)
+      acc += __umulhi(bf[i], turbo_pack_mul[8 + i]);
+    else
+      acc += bf[i] * turbo_pack_mul[8 + i];
+  }
+  return (lo & 0x7fffffu) + acc - e2m1_sat_bias;
+}
+
 //! `prmt.b32` (default mode: selector nibble bit 3 replicates the selected byte's sign bit).
 QUADS_DEVICE_API std::uint32_t prmt(std::uint32_t a, std::uint32_t b, std::uint32_t sel) {
   std::uint32_t d;
@@ -404,6 +468,18 @@ QUADS_DEVICE_API std::uint32_t sign_nibbles16(std::uint32_t r0, std::uint32_t r1
   const std::uint32_t f = prmt(r2, r3, 0xfbd9u);
   const std::uint32_t even = prmt(e, f, 0x5410u); // elements 0, 2, 4, 6: 0x00 / 0xff bytes
   const std::uint32_t odd = prmt(e, f, 0x7632u);  // elements 1, 3, 5, 7
+  return ((even & 0x0f0f0f0fu) | (odd & 0xf0f0f0f0u)) & 0x88888888u;
+}
+
+//! Sign bits of 8 fp32 values at bit 3 of nibble i, every other bit zero (byte permutes).
+QUADS_DEVICE_API std::uint32_t sign_nibbles32(const float (&v)[8]) {
+  std::uint32_t u[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    u[i] = __float_as_uint(v[i]);
+  // sign-replicated top bytes: even elements (0, 2, 4, 6) and odd ones (1, 3, 5, 7)
+  const std::uint32_t even = prmt(prmt(u[0], u[2], 0xfbu), prmt(u[4], u[6], 0xfbu), 0x5410u);
+  const std::uint32_t odd = prmt(prmt(u[1], u[3], 0xfbu), prmt(u[5], u[7], 0xfbu), 0x5410u);
   return ((even & 0x0f0f0f0fu) | (odd & 0xf0f0f0f0u)) & 0x88888888u;
 }
 

@@ -156,13 +156,18 @@ inline constexpr bool turbo_applies =
 struct turbo_ctx {
   float k;           //!< `ts.encode * RN(1/6)`, the core's factor of the scale byte
   float td;          //!< `ts.decode`
-  const float* mtab; //!< 128 multipliers by scale byte (shared memory)
+  const float* mtab; //!< 128 multipliers by scale byte, then 128 multipliers / 8 (shared memory)
   bool ok;           //!< multipliers > 0, k finite > 0, ts.decode not NaN (else the generic path)
 };
 
-//! Fills the multiplier table (`tab`: 128 floats of shared memory) with `scale_for`'s multiplier
-//! of each UE4M3 byte, `rcp_rn_satfinite(decode_ue4m3(byte) * ts.decode)`. Every thread of the
-//! CTA must call it (it synchronises).
+//! Floats of shared memory of a turbo table (`make_turbo_ctx`).
+inline constexpr int turbo_table_floats = 256;
+
+//! Fills the multiplier table (`tab`: `turbo_table_floats` floats of shared memory) with
+//! `scale_for`'s multiplier of each UE4M3 byte, `rcp_rn_satfinite(decode_ue4m3(byte) *
+//! ts.decode)`, then with the multiplier / 8 for the saturating encoder (kernels/common.cuh),
+//! NaN where that is not exact (subnormal), which sends such blocks to the unsaturated encoder.
+//! Every thread of the CTA must call it (it synchronises).
 template <class Quantizer>
 QUADS_DEVICE_API turbo_ctx make_turbo_ctx(tensor_scale ts, float* tab) {
   constexpr float inv6 = quads::detail::div_rn(1.0f, e2m1_max);
@@ -171,6 +176,8 @@ QUADS_DEVICE_API turbo_ctx make_turbo_ctx(tensor_scale ts, float* tab) {
     const float m = quads::detail::rcp_rn_satfinite(
         quads::detail::mul_rn(decode_ue4m3(static_cast<std::uint8_t>(b)), ts.decode));
     tab[b] = m;
+    const float m8 = quads::detail::mul_rn(m, 0.125f);
+    tab[128 + b] = m8 >= 1.17549435e-38f ? m8 : __uint_as_float(0x7fc00000u);
     good = good && m > 0.0f;
   }
   // a NaN ts.decode, or a NaN scale byte (from k = 0, Inf or NaN), would make values NaN,
@@ -199,13 +206,45 @@ QUADS_DEVICE_API bool turbo_blocks(const raw_block<T, 16> (&raw)[U], const turbo
     nan = nan || amax[j] != amax[j];
   }
   if (nan) return false;
-  float m[U], sf[U];
+  float m[U], m8[U], sf[U];
+  bool sat = true;
 #pragma unroll
   for (int j = 0; j < U; ++j) {
     const std::uint8_t byte = encode_ue4m3(quads::detail::mul_rn(amax[j], c.k));
     q[j].scale = byte;
     m[j] = c.mtab[byte];
+    m8[j] = c.mtab[128 + byte];
+    // every |x| * m of the block below 7 (and m / 8 exact): the saturating encoder applies
+    sat = sat && quads::detail::mul_rn(amax[j], m8[j]) < 0.875f;
     if constexpr (Values) sf[j] = F::decode_scale(byte);
+  }
+  if (sat) {
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      float v[16];
+      widen(raw[j], v);
+      float sf8 = 0.0f;
+      if constexpr (Values) sf8 = quads::detail::mul_rn(sf[j], 8.0f); // exact
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        std::uint32_t bf[8];
+        float sum[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float a8 = fmul_sat(fabsf(v[8 * w + i]), m8[j]);
+          bf[i] = sat_binade(a8);
+          sum[i] = sat_sum(bf[i], a8);
+          if constexpr (Values) // (value / 8) * (8 * scale): the same product, one rounding
+            vals[j][8 * w + i] = quads::detail::mul_rn(
+                quads::detail::mul_rn(sat_value(bf[i], sum[i]), sf8), c.td);
+        }
+        if constexpr (Codes)
+          q[j].w[w] =
+              sat_pack(bf, sum) |
+              sign_nibbles16(raw[j].w[w].x, raw[j].w[w].y, raw[j].w[w].z, raw[j].w[w].w);
+      }
+    }
+    return true;
   }
 #pragma unroll
   for (int j = 0; j < U; ++j) {
@@ -257,6 +296,23 @@ QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], const turbo_ctx& c,
   const std::uint8_t byte = encode_ue4m3(quads::detail::mul_rn(t[0], c.k));
   q.scale = byte;
   const float m = c.mtab[byte];
+  const float m8 = c.mtab[128 + byte];
+  if (quads::detail::mul_rn(t[0], m8) < 0.875f) { // the saturating encoder (see turbo_blocks)
+#pragma unroll
+    for (int w = 0; w < 2; ++w) {
+      std::uint32_t bf[8];
+      float sum[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float a8 = fmul_sat(fabsf(v[8 * w + i]), m8);
+        bf[i] = sat_binade(a8);
+        sum[i] = sat_sum(bf[i], a8);
+      }
+      q.w[w] = sat_pack(bf, sum) |
+               sign_nibbles32(reinterpret_cast<const float(&)[8]>(v[8 * w]));
+    }
+    return true;
+  }
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
     std::uint32_t acc = 0u - e2m1_turbo_bias, sgn = 0;
@@ -503,7 +559,7 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
   const tensor_scale ts = src.get(e);
   if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
   constexpr bool turbo = turbo_applies<Quantizer, T> && Fast;
-  __shared__ float turbo_tab[turbo ? 128 : 1];
+  __shared__ float turbo_tab[turbo ? turbo_table_floats : 1];
   const T* xe = x + e * expert_stride;
   const std::uint32_t stride = gridDim.x * blockDim.x;
   const std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
@@ -589,8 +645,8 @@ __global__ void __launch_bounds__(block_threads)
 //! The block kernel for the turbo path, asking for 3 resident CTAs per SM: its QDQ wanted 99
 //! registers (2 CTAs of 256 threads). A separate kernel because the same bound made ptxas spend
 //! more registers on the other instantiations (fp32 input 40 -> 67, MXFP4 63 -> 112).
-template <class Quantizer, class T, class Sink>
-__global__ void __launch_bounds__(block_threads, 3)
+template <class Quantizer, class T, class Sink, int MinBlocks = 3>
+__global__ void __launch_bounds__(block_threads, MinBlocks)
     block_kernel_turbo(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                        std::int64_t row_stride, std::int64_t expert_stride,
                        scale_source<Quantizer> src, Sink sink, std::uint64_t seed) {
@@ -599,10 +655,10 @@ __global__ void __launch_bounds__(block_threads, 3)
 }
 
 //! The block kernel to launch (only the chosen one is instantiated).
-template <class Quantizer, class T, class Sink>
+template <class Quantizer, class T, class Sink, int TurboMinBlocks = 3>
 constexpr auto block_kernel_for() {
   if constexpr (turbo_applies<Quantizer, T> && fast_path_applies<Quantizer>)
-    return block_kernel_turbo<Quantizer, T, Sink>;
+    return block_kernel_turbo<Quantizer, T, Sink, TurboMinBlocks>;
   else
     return block_kernel<Quantizer, T, Sink>;
 }
@@ -614,8 +670,9 @@ inline constexpr bool pair_blocks = B * sizeof(T) == 32;
 //! The pair kernel (32-byte blocks, `cols / B` even): grid-stride over pairs of consecutive
 //! blocks of a row, so one index split, one 64-byte contiguous load and one sink call
 //! (`put2`: one code store, one scale store) serve two blocks.
-template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>>
-__global__ void __launch_bounds__(block_threads)
+template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>,
+          int MinBlocks = 0>
+__global__ void __launch_bounds__(block_threads, MinBlocks)
     pair_kernel(const T* x, fast_divmod npk, std::uint32_t pairs, int rows, std::int64_t row_stride,
                 std::int64_t expert_stride, scale_source<Quantizer> src, Sink sink,
                 std::uint64_t seed) {
@@ -625,7 +682,7 @@ __global__ void __launch_bounds__(block_threads)
   const tensor_scale ts = src.get(e);
   if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
   constexpr bool turbo = turbo_applies<Quantizer, T> && Fast;
-  __shared__ float turbo_tab[turbo ? 128 : 1];
+  __shared__ float turbo_tab[turbo ? turbo_table_floats : 1];
   const T* xe = x + e * expert_stride;
   const std::uint32_t stride = gridDim.x * blockDim.x;
   const std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
@@ -902,8 +959,10 @@ inline void enqueue_row(const Producer& p, const tensor_shape& s, int padded_row
                                        amax_out, sink, seed);
 }
 
-//! Enqueues the block kernel.
-template <class Quantizer, class T, class Sink>
+//! Enqueues the block kernel (or the pair kernel). `PairMinBlocks` / `TurboMinBlocks`: resident
+//! CTAs per SM asked of ptxas for the pair kernel / the turbo block kernel (benchmark variants;
+//! 0: no request, which is not the same as 1: ptxas then caps registers by its own heuristic).
+template <class Quantizer, int PairMinBlocks = 0, int TurboMinBlocks = 3, class T, class Sink>
 inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<Quantizer>& src,
                           const Sink& sink, std::uint64_t seed, cudaStream_t stream) {
   constexpr int B = Quantizer::block_size;
@@ -919,7 +978,8 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
     if (sink.pair_ok() && !small) {
       const std::uint32_t pairs = total / 2;
       const std::uint64_t work = std::max<std::uint64_t>(pairs, sink.pad_count());
-      constexpr auto kernel = pair_kernel<Quantizer, T, Sink>;
+      constexpr auto kernel =
+          pair_kernel<Quantizer, T, Sink, fast_path_applies<Quantizer>, PairMinBlocks>;
       const unsigned gx = grid_for<kernel>(block_threads, work, 8, s.experts);
       kernel<<<dim3(gx, static_cast<unsigned>(s.experts)), block_threads, 0, stream>>>(
           x, fast_divmod(nkb / 2), pairs, s.rows, s.rstride(), s.estride(), src, sink, seed);
@@ -927,7 +987,7 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
     }
   }
   constexpr int U = blocks_per_iteration<T, B>;
-  constexpr auto kernel = block_kernel_for<Quantizer, T, Sink>();
+  constexpr auto kernel = block_kernel_for<Quantizer, T, Sink, TurboMinBlocks>();
   // one block per thread when that fits in one wave (small calls: shorter per-thread latency)
   const std::uint64_t one_wave = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) *
                                  static_cast<std::uint64_t>(occupancy<kernel>(block_threads)) *
