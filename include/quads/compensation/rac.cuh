@@ -481,7 +481,12 @@ inline constexpr bool rac_column_applies =
 //! kernels' fast block path; a NaN x block, or a CTA whose table is unusable, the core functors
 //! (`rac_writer`). The column map is built per CTA from `slot` (prefix count of the unselected
 //! blocks); the lines of the first rows (and of each next iteration) are prefetched into L1.
-template <class Quantizer, class Layout, class T, int MinBlocks = 0>
+//! `Rotate` (not the default; measured only together with another change, docs/rac.md): thread t
+//! takes column (t + 32 * row pair) mod nkb instead of t, so that every warp gets its share of the
+//! selected columns (they come first in the map: without the rotation the warps of the selected
+//! columns do all the residual work and the others idle at the end); warps stay uniform when nkb
+//! and |S| are multiples of 32.
+template <class Quantizer, class Layout, class T, int MinBlocks = 0, bool Rotate = false>
 __global__ void __launch_bounds__(rac_threads, MinBlocks)
     rac_column_kernel(const T* x, std::int64_t row_stride, int rows, const int* slot,
                       const int* blocks, scale_source<Quantizer> src,
@@ -523,8 +528,11 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
   const kd::turbo_ctx tc = kd::make_turbo_ctx<Quantizer>(ts_x, turbo_tab); // synchronises
   const std::size_t row_bytes = static_cast<std::size_t>(nkb + nsel) * (B / 2);
   const int rstep = static_cast<int>(gridDim.x);
-  for (int r0 = static_cast<int>(blockIdx.x); r0 < rows; r0 += 2 * rstep) {
-    for (int c = t; c < nkb; c += n) {
+  int shift = Rotate ? static_cast<int>(blockIdx.x) * 32 % nkb : 0; // rotation of this row pair
+  for (int r0 = static_cast<int>(blockIdx.x); r0 < rows;
+       r0 += 2 * rstep, shift = Rotate ? (shift + 32) % nkb : 0) {
+    for (int c0 = t; c0 < nkb; c0 += n) {
+      const int c = Rotate && c0 + shift >= nkb ? c0 + shift - nkb : c0 + shift;
       const int kb = colmap[c];
       const bool selected = c < nsel;
       kd::raw_block<T, B> raw[2];
@@ -533,10 +541,17 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
       for (int u = 0; u < 2; ++u)
         if (u == 0 || rr[u] < rows)
           kd::load_raw<T, B>(x + rr[u] * row_stride + static_cast<std::int64_t>(kb) * B, raw[u]);
+      // the next row pair's lines of this thread's column (its loads then hit L1)
+      int kb_next = kb;
+      if constexpr (Rotate) {
+        const int cn = c + 32 >= nkb ? (c + 32) % nkb : c + 32;
+        kb_next = colmap[cn];
+      }
 #pragma unroll
-      for (int u = 2; u < 4; ++u) { // the next iteration's lines (its loads then hit L1)
+      for (int u = 2; u < 4; ++u) {
         const int rn = r0 + u * rstep;
-        if (rn < rows) kd::prefetch_l1(x + rn * row_stride + static_cast<std::int64_t>(kb) * B);
+        if (rn < rows)
+          kd::prefetch_l1(x + rn * row_stride + static_cast<std::int64_t>(kb_next) * B);
       }
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
@@ -702,8 +717,10 @@ inline cudaError_t allow_smem(int bytes) {
 //! Launches: 1 kernel (given + shared); +1 amax kernel (per_tensor: + a memset) or the row amax
 //! kernel (per_row); +1 memset and residual-amax kernel for `own`.
 //! `ColumnMinBlocks`: resident CTAs per SM asked of ptxas for the column kernel (a benchmark knob;
-//! 0: no request; the results do not depend on it).
-template <class Quantizer, scale_layout Layout = linear_scales, class T, int ColumnMinBlocks = 0>
+//! 0: no request); `ColumnRotate`: the column kernel's rotated column map (see the kernel). The
+//! results do not depend on either.
+template <class Quantizer, scale_layout Layout = linear_scales, class T, int ColumnMinBlocks = 0,
+          bool ColumnRotate = false>
 cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, const rac_view& out,
                          const rac_args& args = {}, cudaStream_t stream = nullptr,
                          std::int64_t row_stride = 0) {
@@ -792,7 +809,8 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
   bool column = false;
   if constexpr (detail::rac_column_applies<Quantizer, T>) {
     if (sel.order == nullptr && !own && static_cast<std::size_t>(nkb) * sizeof(int) <= 48 * 1024) {
-      constexpr auto kernel = detail::rac_column_kernel<Quantizer, Layout, T, ColumnMinBlocks>;
+      constexpr auto kernel =
+          detail::rac_column_kernel<Quantizer, Layout, T, ColumnMinBlocks, ColumnRotate>;
       const int threads = ::quads::kernels::detail::cta_threads_for(nkb);
       const unsigned grid = kd::grid_for<kernel>(
           threads, (static_cast<std::uint64_t>(rows) + 1) / 2 * static_cast<std::uint64_t>(threads),
