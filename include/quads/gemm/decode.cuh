@@ -12,7 +12,10 @@
 //! | nvfp4                | nvfp4 + RAC residual (composition (b))    | bf16/fp16  | sm_90 (a)   |
 //! | mxfp4 (UE8M0, 32)    | dense bf16, mxfp4 or nvfp4 packed         | bf16 only  | sm_90 (a)   |
 //! | pair_coded<nvfp4>    | as nvfp4 (fp16 activations for W4A16)     | fp16 only  | sm_90 (a)   |
-//! Scales: linear layout (`linear_scales`, row-major `[rows, K / B]`) for every operand.
+//! | chunk_tiled<nvfp4>, chunk_tiled<pair_coded<nvfp4>> | as the base format (streaming kernel only; N % 16, K % 128) | as the base | sm_90 (a) |
+//! Scales: linear layout (`linear_scales`, row-major `[rows, K / B]`) for every operand (the
+//! chunk-tiled formats keep their scales in the tile order of `quads/gemm/chunk_tiling.hpp`).
+//! Fastest decode form (H200, docs/gemm.md): `chunk_tiled<pair_coded<nvfp4>>` with fp16 lanes.
 //!
 //! `y = epilogue(A W^T)`: `A` `[M, K]` (tokens), `W` `[N, K]` (packed E2M1, row-major, element 2i
 //! in the low nibble), the layout of `quads::reference::quantized_tensor` and of the quantize
