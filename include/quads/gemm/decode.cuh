@@ -186,6 +186,10 @@ struct decode_params {
   float* ws;
   float* ws_r;
   bool resident;     //!< streaming kernel: the CTA's whole K range of activations staged once
+  //! Streaming kernel, RAC with at most 4 tokens: the residual of token n is staged as MMA column
+  //! n + 4 of the token tile, so one MMA per step yields both products (no residual buffer, no
+  //! second MMA); the split-K push files columns 4-7 as the residual partials.
+  bool rac_cols;
 };
 
 //! One `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}` with fp32 accumulation in place.
@@ -826,8 +830,13 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   const int buf_slots = slab_len * chunk_slots;
   const int nbufs = resident ? 1 : 2;
   uint4* act = reinterpret_cast<uint4*>(smem_raw);  // [nbufs][buf_slots]
-  uint4* res = act + nbufs * buf_slots;             // [nbufs][buf_slots] (RAC)
-  unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 * (T::rac ? 2 : 1);
+  // RAC residuals: [nbufs][buf_slots] after the activations, or (p.rac_cols) the token tile's
+  // columns 4-7, i.e. 16 slots after the token's own slot (stage_slot's lane (n % 8) * 4 + o / 4)
+  const bool rac_cols = T::rac && p.rac_cols;
+  uint4* res = rac_cols ? act + 16 : act + nbufs * buf_slots;
+  unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 *
+                                       (T::rac && !rac_cols ? 2 : 1);
+  const int staged_tokens = rac_cols ? 4 : 8 * nt;  // token slots the staging fills
   unsigned char* my_ring = ring + warp * S * SL::stage_bytes;
 
   const std::size_t row_bytes = static_cast<std::size_t>(p.K / 2);
@@ -935,7 +944,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   // octets = 256 units per chunk).
   const int st_n = tid / 16, st_o = tid % 16;
   const int st_slot = SL::stage_slot(nt, 0, st_n, st_o);
-  const bool st_has_slot = st_n < 8 * nt;
+  const bool st_has_slot = st_n < staged_tokens;
   auto stage_chunk_load = [&](int i) {  // split-local chunk i (KGroups == 1)
     const int k = (chunk_begin + i) * DL::chunk_k + 8 * st_o;
     const bool valid = st_n < tokens && i < nchunks && k < p.K;
@@ -973,7 +982,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     constexpr int pieces_per_chunk = 16 / FP::octets;
     constexpr int fill_batch = FP::batch;
     const int per_token = first_len * pieces_per_chunk;
-    const int items = 8 * nt * per_token;
+    const int items = staged_tokens * per_token;
     for (int base = 0; base < items; base += fill_batch * NT) {
       typename FP::raw raw[fill_batch];
 #pragma unroll
@@ -1030,7 +1039,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       bool any_residual = false;
       // resident: act chunk group_off + i (group_off = 0 with one k-group, as in slab mode)
       if constexpr (T::rac)
-        any_residual = res_flag[resident ? group_off + i : i % (2 * SL::slab_chunks)] != 0;
+        any_residual = !rac_cols &&
+                       res_flag[resident ? group_off + i : i % (2 * SL::slab_chunks)] != 0;
       const uint4* a_chunk = a_buf + (resident ? group_off + cl : cl) * chunk_slots;
       const uint4* r_chunk = r_buf + (resident ? group_off + cl : cl) * chunk_slots;
 #pragma unroll
@@ -1094,7 +1104,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], acc2[j][e]);
   namespace cg = cooperative_groups;
   constexpr int per_row = SL::rows_per_cta / W;
-  constexpr int which_count = Epi::reads_residual ? 2 : 1;  // main and residual accumulators
+  // main and residual partials (RAC's residual columns file residual partials for either scale)
+  constexpr int which_count = Epi::reads_residual || T::rac ? 2 : 1;
   static_assert(SL::reduce_floats(W, which_count) * 4 <= SL::warps * S * SL::stage_bytes,
                 "quads: the split-K receive slots must fit the drained weight rings");
   const int frags = tokens * per_row;
@@ -1114,14 +1125,18 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     for (int j = 0; j < 2; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int m = 8 * j + 2 * t + (e & 1);
+        const int col = 8 * j + 2 * t + (e & 1);  // MMA column: token, or (rac_cols, >= 4) residual
+        const bool res_col = rac_cols && col >= 4;
+        const int m = res_col ? col - 4 : col;
         if (j >= nt || m >= tokens) continue;
         const int nl = row_warp * SL::rows_per_warp + g + (e >= 2 ? 8 : 0);
         const int f = m * per_row + nl / W;
         const int owner = f % splits, lf = f / splits, src = split * KGroups + kg;
         float* dst = splits > 1 ? cg::this_cluster().map_shared_rank(recv, owner) : recv;
-        dst[slot_of(0, src, lf) + nl % W] = acc[j][e] * p.fold;  // exact: a power of two
-        if constexpr (Epi::reads_residual) dst[slot_of(1, src, lf) + nl % W] = acc_r[j][e] * p.fold;
+        // exact: the fold is a power of two
+        dst[slot_of(res_col ? 1 : 0, src, lf) + nl % W] = acc[j][e] * p.fold;
+        if constexpr (Epi::reads_residual)
+          if (!rac_cols) dst[slot_of(1, src, lf) + nl % W] = acc_r[j][e] * p.fold;
       }
   }
   if (splits > 1) cg::this_cluster().sync();  // every partial has arrived
@@ -1148,14 +1163,24 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
         const float v = i < fr.count ? src[i] : 0.0f;
         fr.v[i] = q == 0 ? v : __fadd_rn(fr.v[i], v);
       }
-      if constexpr (Epi::reads_residual) {
-        const float* srr = recv + slot_of(1, q, lf);
+      if constexpr (Epi::reads_residual || T::rac) {
+        if (Epi::reads_residual || rac_cols) {
+          const float* srr = recv + slot_of(1, q, lf);
 #pragma unroll
-        for (int i = 0; i < W; ++i) {
-          const float v = i < fr.count ? srr[i] : 0.0f;
-          fr.r[i] = q == 0 ? v : __fadd_rn(fr.r[i], v);
+          for (int i = 0; i < W; ++i) {
+            const float v = i < fr.count ? srr[i] : 0.0f;
+            fr.r[i] = q == 0 ? v : __fadd_rn(fr.r[i], v);
+          }
         }
       }
+    }
+    if constexpr (T::rac && !Epi::reads_residual) {
+      if (rac_cols)  // shared residual scale: the residual products join the main sum
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+          fr.v[i] = __fadd_rn(fr.v[i], fr.r[i]);
+          fr.r[i] = 0.0f;
+        }
     }
     (void)epilogue::apply_node<Epi>(fr, ep);
   }
@@ -1415,7 +1440,11 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       const unsigned n_tiles = static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta);
       const unsigned m_tiles = static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
       const int ctas = plan.splits * static_cast<int>(n_tiles * m_tiles);
-      const int res_bytes = SL::resident_bytes(nt, AT::rac, plan.chunks_per_split, St);
+      // RAC with at most 4 tokens: residuals in the token tile's spare MMA columns (no residual
+      // buffer, no second MMA per step)
+      p.rac_cols = AT::rac && M <= 4;
+      const bool res_buffer = AT::rac && !p.rac_cols;
+      const int res_bytes = SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St);
       // Two k-groups (16 warps) per CTA when the grid leaves at most one CTA per SM, every k-group
       // keeps >= 4 chunks and the activations stay resident next to the doubled rings: the chunk
       // loop is latency-bound per warp, and 8 warps per SM left it at ~0.5 us per chunk (H200,
@@ -1452,7 +1481,7 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       // smaller footprint (more CTAs per SM) usually does
       if (p.resident && !detail::clusters_fit(kernel, plan.splits, res_bytes, ctas / plan.splits))
         p.resident = false;
-      const int smem = p.resident ? res_bytes : SL::smem_bytes(nt, AT::rac, St);
+      const int smem = p.resident ? res_bytes : SL::smem_bytes(nt, res_buffer, St);
       return detail::launch_stream(kernel, n_tiles, m_tiles, plan.splits, smem, stream,
                                    SL::threads, p, Epi::to_params(epi), detail::stream_groups{});
     }
