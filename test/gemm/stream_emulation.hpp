@@ -11,7 +11,10 @@
 //! copies), the activation staging of thread (token tid / 16, octet tid % 16) into the resident
 //! buffer or 4-chunk slabs, the MMAs (from the PTX fragment tables, as decode_emulation.hpp), the
 //! C tile each warp writes into its drained ring (`cw[m * 16 + n]`, read back by `c_at`), and the
-//! cluster reduction in split order. What it cannot show: that the device code matches it.
+//! cluster reduction in split order. RAC with at most 4 tokens uses the kernel's residual columns
+//! (the residual of token n staged as MMA column n + 4; no residual buffer or MMA; columns 4-7
+//! reduced as the residual partials and, for the shared scale, added to the main sum). What it
+//! cannot show: that the device code matches it.
 #pragma once
 
 #include "decode_emulation.hpp"
@@ -49,6 +52,7 @@ emu_result emulate_stream(const emu_problem& p, const quads::gemm::decode_plan& 
   const int fold = WL::fold_log2 + (p.kind == act_kind::dense ? 0 : AL::fold_log2);
   const int nt = M > 8 ? 2 : 1;
   const int splits = plan.splits;
+  const bool rac_cols = p.kind == act_kind::rac && M <= 4;  // as decode_gemm decides
 
   auto stage_octet = [&](int m, int k) { return detail::stage_octet<Lane, AF>(p, m, k); };
   auto stage_residual = [&](int m, int k) { return detail::stage_residual<Lane, AF>(p, m, k); };
@@ -85,13 +89,15 @@ emu_result emulate_stream(const emu_problem& p, const quads::gemm::decode_plan& 
         for (int i = 0; i < nchunks; ++i) {
           for (int tid = 0; tid < SL::threads; ++tid) {
             const int st_n = tid / 16, st_o = tid % 16;
-            if (st_n >= 8 * nt) continue;
+            if (st_n >= (rac_cols ? 4 : 8 * nt)) continue;
             const int k = (chunk_begin + i) * DL::chunk_k + 8 * st_o;
             const bool valid = st_n < tokens && k < K;
             const int slot = buf_index(i) + SL::stage_slot(nt, 0, st_n, st_o);
             act[static_cast<std::size_t>(slot)] = valid ? stage_octet(m0 + st_n, k) : u4{};
-            res[static_cast<std::size_t>(slot)] =
-                valid && p.kind == act_kind::rac ? stage_residual(m0 + st_n, k) : u4{};
+            const u4 rv = valid && p.kind == act_kind::rac ? stage_residual(m0 + st_n, k) : u4{};
+            // residual columns: 16 slots on, i.e. lane (st_n + 4) * 4 + st_o / 4 of the same word
+            if (rac_cols) act[static_cast<std::size_t>(slot + 16)] = rv;
+            else res[static_cast<std::size_t>(slot)] = rv;
           }
           if (p.kind == act_kind::rac) {
             const int kb0 = (chunk_begin + i) * DL::chunk_k / AB;
@@ -175,7 +181,7 @@ emu_result emulate_stream(const emu_problem& p, const quads::gemm::decode_plan& 
                       BR[lane][1] = br.word(2 * h + 1);
                     }
                     detail::mma_emulated<Lane>(acc[j], A, B);
-                    if (p.kind == act_kind::rac && flag[static_cast<std::size_t>(i)])
+                    if (p.kind == act_kind::rac && !rac_cols && flag[static_cast<std::size_t>(i)])
                       detail::mma_emulated<Lane>(p.own ? acc_r[j] : acc[j], A, BR);
                   }
               }
@@ -198,11 +204,13 @@ emu_result emulate_stream(const emu_problem& p, const quads::gemm::decode_plan& 
           const int col = n_cta + nl;
           if (col >= N) continue;
           float v = 0.0f, vr = 0.0f;
+          const int r_at = rac_cols ? (m + 4) * 16 : 256 + m * 16;  // residual column or C tile
           for (int q = 0; q < splits; ++q) {
             const float* base = ctile.data() + (static_cast<std::size_t>(q) * SL::warps + nl / 16) * 512;
             v = q == 0 ? base[m * 16 + nl % 16] : v + base[m * 16 + nl % 16];
-            vr = q == 0 ? base[256 + m * 16 + nl % 16] : vr + base[256 + m * 16 + nl % 16];
+            vr = q == 0 ? base[r_at + nl % 16] : vr + base[r_at + nl % 16];
           }
+          if (rac_cols && !p.own) v = v + vr;  // shared scale: residual partials join the sum
           const std::size_t o = static_cast<std::size_t>(m0 + m) * N + col;
           r.acc[o] = v;
           if (p.own) r.acc_r[o] = vr;

@@ -4,7 +4,8 @@
 //! @brief Host tests of the streaming decode kernel's algorithm through its byte-level emulation
 //!        (stream_emulation.hpp) against the float64 reference: W4A4 NVFP4 (bf16 and fp16
 //!        lanes), W4A16, MXFP4 and RAC (b) shared / own, odd shapes (partial warps, CTAs and
-//!        chunks, 8-byte rows, scale rows not a multiple of 4 bytes), 1-5 splits, ring depths 2-5.
+//!        chunks, 8-byte rows, scale rows not a multiple of 4 bytes), 1-5 splits, ring depths 2-5;
+//!        RAC at M <= 4 (M = 1, 2, 3 below) runs the residual-column path.
 #include <doctest/doctest.h>
 
 #include "emulation_checks.hpp"
