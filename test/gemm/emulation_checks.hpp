@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief What the two emulation tests (decode and streaming kernel) share: the emulated problem
-//!        of each operand kind, and the comparison with the float64 reference.
+//!        of each operand kind, the comparison with the float64 reference, and the test cases
+//!        themselves (W4A4, W4A16, MXFP4, RAC), run with either emulator.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -10,8 +11,13 @@
 #include "decode_emulation.hpp"
 #include "gemm_fixtures.hpp"
 
+#include <quads/compensation/residual.hpp>
+#include <quads/gemm/decode_layout.hpp>
+#include <quads/gemm/reference.hpp>
+
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -80,5 +86,77 @@ emu_problem rac_emu_problem(const W& w, const rac_problem& rac, const std::vecto
   p.own = own;
   return p;
 }
+
+//! A test shape; `stages` is the ring depth of the streaming emulation (unused by the other).
+struct emu_shape {
+  int M, N, K, splits, stages = 3;
+};
+
+//! The cases every emulator runs. `Emu::template run<Lane, WF>(problem, plan, shape)` emulates one
+//! call; `tag` names the emulator in the random seed's name ("gemm.<tag>.w4a4.bf16") and in the
+//! failure messages.
+template <class Emu>
+struct emulation_cases {
+  const char* tag;
+
+  //! W4A4 with both operands in format `F` (K a multiple of its block size in `shapes`).
+  template <class Lane, class F = quads::nvfp4>
+  void w4a4(std::span<const emu_shape> shapes) const {
+    const std::string what = quads::is_two_level<F> ? std::string("w4a4.") + Lane::name : "mxfp4";
+    auto g = quads_test::rng(std::string("gemm.") + tag + "." + what);
+    for (const emu_shape s : shapes) {
+      CAPTURE(s.M);
+      CAPTURE(s.N);
+      CAPTURE(s.K);
+      CAPTURE(s.splits);
+      const auto w = quantize<F>(random_matrix(g, s.N, s.K), s.N, s.K);
+      const auto a = quantize<F>(random_matrix(g, s.M, s.K), s.M, s.K);
+      const auto plan = quads::gemm::plan_decode(s.M, s.N, s.K, false, {s.splits});
+      const auto got = Emu::template run<Lane, F>(fp4_problem(w, a, s.M, s.N, s.K), plan, s);
+      const auto ref = quads::gemm::reference::w4a4(a, w);
+      check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, std::string(tag) + " " + what);
+    }
+  }
+
+  void w4a16(std::span<const emu_shape> shapes) const {
+    auto g = quads_test::rng(std::string("gemm.") + tag + ".w4a16");
+    for (const emu_shape s : shapes) {
+      CAPTURE(s.K);
+      const auto w = quantize<quads::nvfp4>(random_matrix(g, s.N, s.K), s.N, s.K);
+      const auto a = to_dense16<quads::gemm::bf16_lane>(random_matrix(g, s.M, s.K));
+      const auto plan = quads::gemm::plan_decode(s.M, s.N, s.K, false, {s.splits});
+      const auto got = Emu::template run<quads::gemm::bf16_lane, quads::nvfp4>(
+          dense_problem(w, a.bits.data(), s.M, s.N, s.K), plan, s);
+      const auto ref = quads::gemm::reference::w4a16(a.values, s.M, w);
+      check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, std::string(tag) + " w4a16");
+    }
+  }
+
+  //! RAC (b) with every other block selected (~50 %), shared and own residual scale.
+  void rac(std::span<const emu_shape> shapes) const {
+    auto g = quads_test::rng(std::string("gemm.") + tag + ".rac");
+    for (const auto mode : {quads::compensation::residual_scale::shared,
+                            quads::compensation::residual_scale::own}) {
+      for (const emu_shape s : shapes) {
+        if (s.K < 48) continue;
+        CAPTURE(s.M);
+        CAPTURE(s.K);
+        CAPTURE(quads::compensation::to_string(mode));
+        const auto w = quantize<quads::nvfp4>(random_matrix(g, s.N, s.K), s.N, s.K);
+        const auto rac = make_rac(random_matrix(g, s.M, s.K), s.M, s.K, 2, 1, mode);
+        const auto slot = rac.sel.slot_table();
+        const bool own = mode == quads::compensation::residual_scale::own;
+        const auto plan = quads::gemm::plan_decode(s.M, s.N, s.K, own, {s.splits});
+        const auto got = Emu::template run<quads::gemm::bf16_lane, quads::nvfp4>(
+            rac_emu_problem(w, rac, slot, own, s.M, s.N, s.K), plan, s);
+        const auto ref = quads::gemm::reference::w4a4_rac(rac.act, w, rac.sel);
+        check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, std::string(tag) + " rac main");
+        if (own)
+          check_close(got.acc_r, ref.acc_r, ref.abs_sum, plan.splits,
+                      std::string(tag) + " rac residual");
+      }
+    }
+  }
+};
 
 } // namespace quads_gemm_test

@@ -11,109 +11,55 @@
 #include "gemm_fixtures.hpp"
 
 #include <quads/gemm/decode_layout.hpp>
-#include <quads/gemm/reference.hpp>
 
-#include <cmath>
-#include <string>
+#include <cstddef>
 #include <vector>
 
 namespace qg = quads::gemm;
-namespace qgr = quads::gemm::reference;
 namespace qt = quads_gemm_test;
 
 namespace {
 
-struct shape {
-  int M, N, K, splits;
-};
-
 // M covers one partial n8 tile, a full 16-token tile and two token tiles; N covers a partial
 // warp, a partial CTA and two CTAs; K covers a single block, odd multiples of 16 (8-byte rows),
 // multiples of 32 with a partial last chunk, and several slabs; splits 1..3.
-const shape shapes[] = {
+const qt::emu_shape shapes[] = {
     {1, 16, 16, 1},  {3, 48, 48, 1},   {16, 80, 144, 2},  {17, 48, 528, 3},
     {5, 130, 160, 2}, {40, 16, 1024, 3}, {8, 64, 2080, 4}, {2, 16, 16 * 33, 1},
 };
 
-template <class Lane>
-void run_fp4_fp4() {
-  auto g = quads_test::rng(std::string("gemm.emulation.w4a4.") + Lane::name);
-  for (const shape s : shapes) {
-    CAPTURE(s.M);
-    CAPTURE(s.N);
-    CAPTURE(s.K);
-    const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
-    const auto a = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
-    const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
-    const auto p = qt::fp4_problem(w, a, s.M, s.N, s.K);
-    const auto got = qt::emulate_decode<Lane, quads::nvfp4>(p, plan);
-    const auto ref = qgr::w4a4(a, w);
-    qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "w4a4");
+struct decode_emulator {
+  template <class Lane, class WF>
+  static qt::emu_result run(const qt::emu_problem& p, const qg::decode_plan& plan,
+                            const qt::emu_shape&) {
+    return qt::emulate_decode<Lane, WF>(p, plan);
   }
-}
+};
+constexpr qt::emulation_cases<decode_emulator> cases{"emulation"};
 
 } // namespace
 
 TEST_SUITE("gemm.emulation") {
 
 TEST_CASE("emulated W4A4 NVFP4 with bf16 lanes matches the float64 reference") {
-  run_fp4_fp4<qg::bf16_lane>();
+  cases.w4a4<qg::bf16_lane>(shapes);
 }
 
 TEST_CASE("emulated W4A4 NVFP4 with fp16 lanes matches the float64 reference") {
-  run_fp4_fp4<qg::fp16_lane>();
+  cases.w4a4<qg::fp16_lane>(shapes);
 }
 
 TEST_CASE("emulated W4A16 (dense bf16 activations) matches the float64 reference") {
-  auto g = quads_test::rng("gemm.emulation.w4a16");
-  for (const shape s : shapes) {
-    CAPTURE(s.K);
-    const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
-    const auto a = qt::to_dense16<qg::bf16_lane>(qt::random_matrix(g, s.M, s.K));
-    const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
-    const auto p = qt::dense_problem(w, a.bits.data(), s.M, s.N, s.K);
-    const auto got = qt::emulate_decode<qg::bf16_lane, quads::nvfp4>(p, plan);
-    const auto ref = qgr::w4a16(a.values, s.M, w);
-    qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "w4a16");
-  }
+  cases.w4a16(shapes);
 }
 
 TEST_CASE("emulated MXFP4 W4A4 (bf16 lanes, 32-blocks) matches the float64 reference") {
-  auto g = quads_test::rng("gemm.emulation.mxfp4");
-  const shape mx[] = {{1, 16, 32, 1}, {3, 48, 96, 1}, {16, 80, 160, 2}, {19, 48, 1056, 3}};
-  for (const shape s : mx) {
-    CAPTURE(s.K);
-    const auto w = qt::quantize<quads::mxfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
-    const auto a = qt::quantize<quads::mxfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
-    const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {s.splits});
-    const auto p = qt::fp4_problem(w, a, s.M, s.N, s.K);
-    const auto got = qt::emulate_decode<qg::bf16_lane, quads::mxfp4>(p, plan);
-    const auto ref = qgr::w4a4(a, w);
-    qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "mxfp4");
-  }
+  const qt::emu_shape mx[] = {{1, 16, 32, 1}, {3, 48, 96, 1}, {16, 80, 160, 2}, {19, 48, 1056, 3}};
+  cases.w4a4<qg::bf16_lane, quads::mxfp4>(mx);
 }
 
 TEST_CASE("emulated W4A4 + RAC composition (b) matches the float64 reference, shared and own") {
-  auto g = quads_test::rng("gemm.emulation.rac");
-  for (const auto mode : {quads::compensation::residual_scale::shared,
-                          quads::compensation::residual_scale::own}) {
-    for (const shape s : shapes) {
-      if (s.K < 48) continue;
-      CAPTURE(s.K);
-      CAPTURE(quads::compensation::to_string(mode));
-      const auto w = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
-      const auto x = qt::random_matrix(g, s.M, s.K);
-      const auto rac = qt::make_rac(x, s.M, s.K, 2, 1, mode);  // every other block: ~50 %
-      const auto slot = rac.sel.slot_table();
-      const bool own = mode == quads::compensation::residual_scale::own;
-      const auto plan = qg::plan_decode(s.M, s.N, s.K, own, {s.splits});
-      const auto p = qt::rac_emu_problem(w, rac, slot, own, s.M, s.N, s.K);
-      const auto got = qt::emulate_decode<qg::bf16_lane, quads::nvfp4>(p, plan);
-      const auto ref = qgr::w4a4_rac(rac.act, w, rac.sel);
-      qt::check_close(got.acc, ref.acc, ref.abs_sum, plan.splits, "rac main");
-      if (own) qt::check_close(got.acc_r, ref.acc_r, ref.abs_sum, plan.splits, "rac residual");
-    }
-  }
+  cases.rac(shapes);
 }
 
 TEST_CASE("the k permutation inside a chunk is a bijection shared by both operands") {
