@@ -130,6 +130,10 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
   using ::quads::kernels::detail::aligned;
   using ::quads::kernels::detail::fail;
   using AT = detail::activation_traits<Act>;
+  // The streaming kernel reads chunk-tiled weights, the persistent fallback does not, and the
+  // grouped form with tiled expert stacks has not run on a device yet: refused until it has.
+  static_assert(!is_chunk_tiled<WF>,
+                "quads: grouped_gemm does not take chunk_tiled weights yet (decode_gemm does)");
   const int M = plan.max_rows, N = plan.N, K = plan.K, E = plan.experts;
   if (M <= 0 || N <= 0 || K <= 0 || E <= 0 || plan.chunks <= 0)
     return fail("quads: grouped_gemm: max_rows, N, K and experts must be positive "
