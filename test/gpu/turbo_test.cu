@@ -98,6 +98,17 @@ __global__ void turbo_words_check(const std::uint32_t* w, int blocks, unsigned* 
   }
 }
 
+//! Runs a sweep kernel over all 2^32 bit patterns (grid-stride) and checks it found no mismatch.
+void run_sweep(void (*sweep)(unsigned long long*, unsigned*)) {
+  device_buffer<unsigned long long> bad(1, 0);
+  device_buffer<unsigned> first(1, 0);
+  sweep<<<132 * 16, 256>>>(bad.ptr, first.ptr);
+  QUADS_CUDA_CHECK(cudaGetLastError());
+  sync_ok();
+  INFO("first mismatch at bits 0x" << std::hex << first.download(1)[0]);
+  CHECK(bad.download(1)[0] == 0ull);
+}
+
 template <class T>
 void check_words() {
   const int blocks = quick() ? 1 << 14 : 1 << 20;
@@ -126,23 +137,11 @@ void check_words() {
 TEST_SUITE("gpu.turbo") {
   TEST_CASE("sm90: the turbo E2M1 magnitude and dequantized magnitude equal the core codec for all "
             "non-NaN inputs") {
-    device_buffer<unsigned long long> bad(1, 0);
-    device_buffer<unsigned> first(1, 0);
-    turbo_codec_sweep<<<132 * 16, 256>>>(bad.ptr, first.ptr);
-    QUADS_CUDA_CHECK(cudaGetLastError());
-    sync_ok();
-    INFO("first mismatch at bits 0x" << std::hex << first.download(1)[0]);
-    CHECK(bad.download(1)[0] == 0ull);
+    run_sweep(turbo_codec_sweep);
   }
   TEST_CASE("sm90: the saturating E2M1 encoder (codes, signs, dequantized magnitude) equals the "
             "core codec for all inputs below 7 in magnitude") {
-    device_buffer<unsigned long long> bad(1, 0);
-    device_buffer<unsigned> first(1, 0);
-    sat_codec_sweep<<<132 * 16, 256>>>(bad.ptr, first.ptr);
-    QUADS_CUDA_CHECK(cudaGetLastError());
-    sync_ok();
-    INFO("first mismatch at bits 0x" << std::hex << first.download(1)[0]);
-    CHECK(bad.download(1)[0] == 0ull);
+    run_sweep(sat_codec_sweep);
   }
   TEST_CASE("sm90: the packed block amax and sign nibbles equal the core on bf16 and fp16 words") {
     check_words<__nv_bfloat16>();

@@ -430,6 +430,13 @@ QUADS_DEVICE_API std::uint32_t sat_binade(float a8) {
 QUADS_DEVICE_API float sat_sum(std::uint32_t bf, float a8) {
   return __fmaf_rn(__uint_as_float(bf), 4194304.0f, a8);
 }
+//! The saturating encoder's per-value step: `bf` (binade) and `sum` (rounded magnitude) of
+//! |x| * m8, where m8 is the block's multiplier / 8 (x must be below 7 after scaling).
+QUADS_DEVICE_API void sat_encode(float x, float m8, std::uint32_t& bf, float& sum) {
+  const float a8 = fmul_sat(fabsf(x), m8);
+  bf = sat_binade(a8);
+  sum = sat_sum(bf, a8);
+}
 //! The dequantized magnitude / 8 (exact).
 QUADS_DEVICE_API float sat_value(std::uint32_t bf, float sum) {
   return __fmaf_rn(__uint_as_float(bf), -4194304.0f, sum);

@@ -231,9 +231,7 @@ QUADS_DEVICE_API bool turbo_blocks(const raw_block<T, 16> (&raw)[U], const turbo
         float sum[8];
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-          const float a8 = fmul_sat(fabsf(v[8 * w + i]), m8[j]);
-          bf[i] = sat_binade(a8);
-          sum[i] = sat_sum(bf[i], a8);
+          sat_encode(v[8 * w + i], m8[j], bf[i], sum[i]);
           if constexpr (Values) // (value / 8) * (8 * scale): the same product, one rounding
             vals[j][8 * w + i] = quads::detail::mul_rn(
                 quads::detail::mul_rn(sat_value(bf[i], sum[i]), sf8), c.td);
@@ -304,9 +302,7 @@ QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], const turbo_ctx& c,
       float sum[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const float a8 = fmul_sat(fabsf(v[8 * w + i]), m8);
-        bf[i] = sat_binade(a8);
-        sum[i] = sat_sum(bf[i], a8);
+        sat_encode(v[8 * w + i], m8, bf[i], sum[i]);
       }
       q.w[w] = sat_pack(bf, sum) |
                sign_nibbles32(reinterpret_cast<const float(&)[8]>(v[8 * w]));
