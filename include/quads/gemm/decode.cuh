@@ -526,20 +526,25 @@ QUADS_DEVICE_API void cp_async_wait() {
 //! Diagnostic only (bench/gemm/decode_trace.cu defines QUADS_DECODE_TRACE): lane 0 of a warp
 //! stores %globaltimer (ns) at `point` and clock64 at `point + 16` into the CTA's 32 slots.
 static __device__ unsigned long long* decode_trace_buffer;
+//! The CTA's 32 trace slots.
+QUADS_DEVICE_API unsigned long long* decode_trace_slots() {
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  return decode_trace_buffer + 32ull * cta;
+}
 QUADS_DEVICE_API void decode_trace(int point) {
   if (decode_trace_buffer == nullptr || threadIdx.x % 32 != 0) return;
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  decode_trace_buffer[32ull * cta + point] = t;
-  decode_trace_buffer[32ull * cta + 16 + point] = static_cast<unsigned long long>(clock64());
+  unsigned long long* slots = decode_trace_slots();
+  slots[point] = t;
+  slots[16 + point] = static_cast<unsigned long long>(clock64());
 }
 //! Stores the launch mode (resident, threads) into slots 13 and 14 of the CTA (thread 0).
 QUADS_DEVICE_API void decode_trace_mode(bool resident) {
   if (decode_trace_buffer == nullptr || threadIdx.x != 0) return;
-  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  decode_trace_buffer[32ull * cta + 13] = resident ? 1 : 0;
-  decode_trace_buffer[32ull * cta + 14] = blockDim.x;
+  unsigned long long* slots = decode_trace_slots();
+  slots[13] = resident ? 1 : 0;
+  slots[14] = blockDim.x;
 }
 #  define QUADS_DECODE_TRACE_MODE(resident) ::quads::gemm::detail::decode_trace_mode(resident)
 #  define QUADS_DECODE_TRACE_POINT(point, cond) \
@@ -1455,7 +1460,7 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       const int res2_bytes = res_bytes + SL::warps * St * SL::stage_bytes;
       const int sms = ::quads::kernels::detail::sm_count();
       if (ctas <= (sms > 0 ? sms : 132) && plan.chunks_per_split >= 8 &&
-          plan.chunks_per_split <= SL::max_resident_chunks && res2_bytes <= SL::max_smem_bytes) {
+          detail::stream_resident(plan.chunks_per_split, res2_bytes, ctas)) {
         if (const cudaError_t e = detail::raise_stream_smem_limit<
                 detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2>,
                 detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2>>();
