@@ -6,12 +6,14 @@
 //!        NVFP4 with bf16 lanes, pair-coded with fp16 lanes; W4A4 and W4A4 + RAC (b)) gives
 //!        bit for bit the output of the same call on the untiled weights (the tiling only moves
 //!        bytes; the kernel's arithmetic and summation order are the same), which the accuracy
-//!        suite checks against the float64 reference. Shapes the tiling does not cover are refused.
+//!        suite checks against the float64 reference; the same for the grouped GEMM on tiled
+//!        expert stacks (4-, 8- and 16-row m-tiles). Shapes the tiling does not cover are refused.
 #include "gemm_fixtures.hpp"
 #include "gpu_helpers.cuh"
 
 #include <quads/gemm/chunk_tiling.cuh>
 #include <quads/gemm/decode.cuh>
+#include <quads/gemm/grouped.cuh>
 
 #include <quads/epilogue/epilogue.hpp>
 
@@ -107,6 +109,78 @@ void tiled_cases(const char* name) {
   }
 }
 
+//! Grouped GEMM on a tiled expert stack against the same call on the untiled stack, bit for bit,
+//! for routings whose streaming m-tiles have 4, 8 and 16 rows (each with an expert spanning more
+//! than one m-tile); W4A4 and W4A4 + RAC (b) with one shared slot table.
+template <class Lane, class B>
+void grouped_tiled_cases(const char* name) {
+  auto g = quads_test::rng(std::string("gemm.gpu.chunk_tiling.grouped.") + name);
+  constexpr int E = 6, N = 272, K = 384;
+  const auto wq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, E * N, K), E * N, K);
+  std::vector<std::uint8_t> codes(wq.data), tcodes(codes.size()), tscales(wq.scales.size());
+  if constexpr (qg::is_pair_coded<B>) qg::encode_pair_coded(codes, codes);
+  qg::tile_chunks(codes, wq.scales, tcodes, tscales, N, K, E);
+  qt::dbuf<std::uint8_t> dc(codes), dsc(wq.scales), tc(tcodes), tsc(tscales);
+  struct routing_case {
+    std::vector<int> rows;
+    int slack, tile;
+  };
+  const routing_case cases[] = {{{0, 1, 0, 6, 1, 0}, 0, 4}, {{3, 0, 9, 0, 0, 2}, 4, 8},
+                                {{20, 0, 5, 9, 0, 1}, 0, 16}};
+  for (const auto& rc : cases) {
+    std::vector<int> off{0};
+    for (int r : rc.rows) off.push_back(off.back() + r);
+    const int max_rows = off.back() + rc.slack;
+    qt::dbuf<int> doff(off);
+    auto run = [&](const auto& a, const quads::tensor_scale* ts, const std::string& what) {
+      for (const int splits : {0, 3}) {
+        const auto plan = qg::plan_grouped(max_rows, N, K, E, false,
+                                           {splits, qg::reduction::deterministic}, qt::device_sms());
+        REQUIRE(plan.stream_tile_rows == rc.tile);
+        qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
+        qt::dbuf<float> y0(static_cast<std::size_t>(max_rows) * N, 0),
+            y1(static_cast<std::size_t>(max_rows) * N, 0);
+        auto args = [&](float* y) {
+          return epi_alpha::arguments{{.a = ts, .a_mode = qe::scale_source::tensor, .w = ts + 1,
+                                       .w_mode = qe::scale_source::tensor},
+                                      {y, N}};
+        };
+        QUADS_GEMM_CHECK((qg::grouped_gemm<Lane, epi_alpha>(
+            plan, qg::fp4_expert_weights<B>{dc.ptr, dsc.ptr, E}, a, doff.ptr, args(y0.ptr), ws.ptr,
+            nullptr)));
+        QUADS_GEMM_CHECK((qg::grouped_gemm<Lane, epi_alpha>(
+            plan, qg::fp4_expert_weights<qg::chunk_tiled<B>>{tc.ptr, tsc.ptr, E}, a, doff.ptr,
+            args(y1.ptr), ws.ptr, nullptr)));
+        qt::sync_ok();
+        const auto h0 = y0.download(y0.n), h1 = y1.download(y1.n);
+        INFO(what << " tile rows " << rc.tile << " rows " << off.back() << " splits "
+                  << plan.splits);
+        bool nonzero = false;
+        for (std::size_t i = 0; i < h0.size(); ++i) {
+          std::uint32_t b0, b1;
+          std::memcpy(&b0, &h0[i], 4);
+          std::memcpy(&b1, &h1[i], 4);
+          if (b0 != b1) FAIL("element " << i << ": untiled " << h0[i] << " tiled " << h1[i]);
+          nonzero = nonzero || h0[i] != 0.0f;
+        }
+        CHECK(nonzero);
+      }
+    };
+    const auto aq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, max_rows, K), max_rows, K);
+    qt::dbuf<std::uint8_t> ad(aq.data), as(aq.scales);
+    const std::vector<quads::tensor_scale> ts_h{aq.tensor_scales[0], wq.tensor_scales[0]};
+    qt::dbuf<quads::tensor_scale> ts(ts_h);
+    run(qg::fp4_activations<quads::nvfp4>{ad.ptr, as.ptr}, ts.ptr, std::string("w4a4 ") + name);
+    const auto rac = qt::make_rac(qt::random_matrix(g, max_rows, K), max_rows, K, 2, 1,
+                                  quads::compensation::residual_scale::shared);
+    qt::dbuf<std::uint8_t> rd(rac.act.data), rs(rac.act.scales);
+    qt::dbuf<int> slot(rac.sel.slot_table());
+    run(qg::rac_activations<quads::nvfp4>{rd.ptr, rs.ptr, slot.ptr, rac.sel.selected,
+                                          quads::compensation::residual_scale::shared},
+        ts.ptr, std::string("rac shared ") + name);
+  }
+}
+
 } // namespace
 
 TEST_SUITE("gemm.gpu.chunk_tiling") {
@@ -141,7 +215,12 @@ TEST_CASE("sm90: decode on chunk-tiled pair-coded weights (fp16 lanes) equals de
   tiled_cases<qg::fp16_lane, qg::pair_coded<quads::nvfp4>>("pair");
 }
 
-TEST_CASE("sm90: decode_gemm refuses chunk-tiled weights it cannot read") {
+TEST_CASE("sm90: grouped GEMM on chunk-tiled expert stacks equals the untiled call bit for bit") {
+  grouped_tiled_cases<qg::bf16_lane, quads::nvfp4>("bf16");
+  grouped_tiled_cases<qg::fp16_lane, qg::pair_coded<quads::nvfp4>>("pair");
+}
+
+TEST_CASE("sm90: decode_gemm and grouped_gemm refuse chunk-tiled weights they cannot read") {
   qt::dbuf<std::uint8_t> b(1 << 20);
   qt::dbuf<quads::tensor_scale> ts(2);
   qt::dbuf<float> y(1 << 12);
@@ -169,6 +248,18 @@ TEST_CASE("sm90: decode_gemm refuses chunk-tiled weights it cannot read") {
   CHECK((qg::decode_gemm<qg::bf16_lane, epi_alpha>(plan, w, a, args48, ws.ptr, nullptr)) ==
         cudaErrorInvalidValue);
   CHECK(std::string(quads::kernels::last_error_message()).find("streaming kernel") != std::string::npos);
+  // grouped: the persistent kernel reads row-major weights; N % 16 != 0 as for decode_gemm
+  qt::dbuf<int> off(std::vector<int>{0, 1, 2});
+  auto gplan = qg::plan_grouped(2, 48, 256, 2, false);
+  gplan.kernel = qg::grouped_kernel::persistent;
+  const qg::fp4_expert_weights<qg::chunk_tiled<quads::nvfp4>> we{b.ptr, b.ptr, 2};
+  CHECK((qg::grouped_gemm<qg::bf16_lane, epi_alpha>(gplan, we, a, off.ptr, args48, ws.ptr, nullptr)) ==
+        cudaErrorInvalidValue);
+  CHECK(std::string(quads::kernels::last_error_message()).find("streaming kernel") != std::string::npos);
+  gplan = qg::plan_grouped(2, 40, 256, 2, false);
+  CHECK((qg::grouped_gemm<qg::bf16_lane, epi_alpha>(gplan, we, a, off.ptr, args, ws.ptr, nullptr)) ==
+        cudaErrorInvalidValue);
+  CHECK(std::string(quads::kernels::last_error_message()).find("multiple of 16") != std::string::npos);
 }
 
 }

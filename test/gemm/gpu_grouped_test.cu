@@ -117,6 +117,14 @@ std::vector<routing> routings(std::mt19937_64& g) {
   for (int& v : rnd) v = rows(g) < 8 ? 0 : rows(g);
   out.push_back(make_routing(rnd, 0));
   out.push_back(make_routing({0, 0, 0, 2}, 30));  // only the last expert
+  // the streaming kernel's small m-tiles (plan.stream_tile_rows) with an expert that needs more
+  // than one: 4-row tiles (16 rows over 32 experts, one expert of 6 rows; RAC stages its residual
+  // in the spare MMA columns there) and 8-row tiles (12 rows over 4 experts, one of 9 rows)
+  std::vector<int> small(32, 0);
+  small[5] = 6;
+  for (int i = 0; i < 10; ++i) small[static_cast<std::size_t>(8 + 2 * i)] = 1;
+  out.push_back(make_routing(small, 0));
+  out.push_back(make_routing({0, 9, 2, 1}, 0));
   return out;
 }
 

@@ -693,6 +693,7 @@ struct grouped_sched {
   std::size_t w_expert_bytes;        //!< N * K / 2
   std::size_t w_expert_scale_bytes;  //!< N * K / B
   int slot_stride;                   //!< ints between experts' RAC slot tables (0: shared)
+  int tile_rows;                     //!< rows of one m-tile (16; the streaming kernel: 4, 8, 16)
 };
 
 //! Fills `off[0..E]` (offsets clamped to [0, max_rows]) and `prefix[0..E]` (m-tiles of the
@@ -704,9 +705,7 @@ __device__ __forceinline__ void grouped_prefix(const grouped_sched& s, int* off,
   const int E = s.experts;
   const int per = (E + nthreads - 1) / nthreads;
   auto clamp_row = [&](int v) { return v < 0 ? 0 : (v > s.max_rows ? s.max_rows : v); };
-  auto m_tiles = [](int rows) {
-    return rows > 0 ? (rows + decode_layout::tokens_per_cta - 1) / decode_layout::tokens_per_cta : 0;
-  };
+  auto m_tiles = [&](int rows) { return rows > 0 ? (rows + s.tile_rows - 1) / s.tile_rows : 0; };
   int local = 0;
   for (int i = 0; i < per; ++i) {
     const int e = tid * per + i;
@@ -788,7 +787,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   const int splits = static_cast<int>(gridDim.x);
   const int n_cta = static_cast<int>(blockIdx.y) * SL::rows_per_cta;
   // uniform over the grid (the smem carve-up depends on it)
-  const int nt = FixedTiles != 0 ? FixedTiles : (p.M > 8 ? 2 : 1);
+  const int tile_rows = Grouped ? gs.sched.tile_rows : SL::tokens_per_cta;
+  const int nt = FixedTiles != 0 ? FixedTiles : ((Grouped ? tile_rows : p.M) > 8 ? 2 : 1);
   int m0 = static_cast<int>(blockIdx.z) * SL::tokens_per_cta;
   int m_end = min(m0 + SL::tokens_per_cta, p.M);
   const std::uint8_t* w_data = p.w_data;
@@ -809,8 +809,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       if (g_prefix[mid] <= mt) lo = mid;
       else hi = mid - 1;
     }
-    m0 = g_off[lo] + (mt - g_prefix[lo]) * SL::tokens_per_cta;
-    m_end = min(m0 + SL::tokens_per_cta, g_off[lo + 1]);
+    m0 = g_off[lo] + (mt - g_prefix[lo]) * tile_rows;
+    m_end = min(m0 + tile_rows, g_off[lo + 1]);
     w_data += static_cast<std::size_t>(lo) * gs.sched.w_expert_bytes;
     w_scales += static_cast<std::size_t>(lo) * gs.sched.w_expert_scale_bytes;
     if (slot_table != nullptr) slot_table += static_cast<std::size_t>(lo) * gs.sched.slot_stride;

@@ -130,10 +130,6 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
   using ::quads::kernels::detail::aligned;
   using ::quads::kernels::detail::fail;
   using AT = detail::activation_traits<Act>;
-  // The streaming kernel reads chunk-tiled weights, the persistent fallback does not, and the
-  // grouped form with tiled expert stacks has not run on a device yet: refused until it has.
-  static_assert(!is_chunk_tiled<WF>,
-                "quads: grouped_gemm does not take chunk_tiled weights yet (decode_gemm does)");
   const int M = plan.max_rows, N = plan.N, K = plan.K, E = plan.experts;
   if (M <= 0 || N <= 0 || K <= 0 || E <= 0 || plan.chunks <= 0)
     return fail("quads: grouped_gemm: max_rows, N, K and experts must be positive "
@@ -148,7 +144,8 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       plan_grouped(M, N, K, E, plan.residual, {plan.splits, plan.mode});
   if (expect.chunks_per_split != plan.chunks_per_split || expect.splits != plan.splits ||
       expect.workspace_bytes != plan.workspace_bytes || expect.n_tiles != plan.n_tiles ||
-      plan.ctas <= 0)
+      expect.stream_tile_rows != plan.stream_tile_rows ||
+      expect.stream_m_tiles != plan.stream_m_tiles || plan.ctas <= 0)
     return fail("quads: grouped_gemm: the plan is inconsistent; make it with plan_grouped");
   if (expert_offsets == nullptr || !aligned(expert_offsets, 4))
     return fail("quads: grouped_gemm: expert_offsets must be a non-null device int[E + 1]");
@@ -173,6 +170,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       static_cast<std::size_t>(N) * static_cast<std::size_t>(K / WF::block_size);
   s.slot_stride = 0;
   if constexpr (AT::rac) s.slot_stride = a.slot_expert_stride;
+  s.tile_rows = decode_layout::tokens_per_cta;  // the persistent kernel's m-tiles
 
   constexpr int W = epilogue_fragment_width<Epi>;
   // Every operand kind (RAC included since 2026-11-30, as in decode_gemm) runs the streaming
@@ -198,13 +196,19 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       const auto kernel =
           aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true>
                     : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true>;
-      const int nt = M > 8 ? 2 : 1;
+      const int tile = plan.stream_tile_rows;
+      const int nt = tile > 8 ? 2 : 1;
+      // RAC with m-tiles of at most 4 rows: residuals in the token tile's spare MMA columns, as in
+      // decode_gemm (no residual buffer, no second MMA per step)
+      p.rac_cols = AT::rac && tile <= 4;
+      const bool res_buffer = AT::rac && !p.rac_cols;
       const int n128 = (N + SL::rows_per_cta - 1) / SL::rows_per_cta;
       const long ctas = static_cast<long>(plan.splits) * n128 * plan.stream_m_tiles;
       const int table_bytes = (2 * (E + 1) + SL::warps) * 4;
-      const int res_bytes = SL::resident_bytes(nt, AT::rac, plan.chunks_per_split, St) + table_bytes;
+      const int res_bytes =
+          SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St) + table_bytes;
       p.resident = detail::stream_resident(plan.chunks_per_split, res_bytes, ctas);
-      const int body = p.resident ? res_bytes - table_bytes : SL::smem_bytes(nt, AT::rac, St);
+      const int body = p.resident ? res_bytes - table_bytes : SL::smem_bytes(nt, res_buffer, St);
       const int smem = body + table_bytes;
       if (const cudaError_t e = detail::raise_stream_smem_limit<
               detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true>,
@@ -215,6 +219,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
         return fail("quads: grouped_gemm: too many experts for the shared-memory tables");
       detail::stream_groups gs{};
       gs.sched = s;
+      gs.sched.tile_rows = tile;
       gs.experts = E;
       gs.table_offset = body;
       return detail::launch_stream(kernel, static_cast<unsigned>(n128),
@@ -223,18 +228,25 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
     }
   }
 
-  // Fallback: the persistent decode_layout kernel with a split-K workspace and epilogue pass.
-  if (plan.mode == reduction::atomic)
-    if (const cudaError_t e = cudaMemsetAsync(workspace, 0, plan.workspace_bytes, stream);
-        e != cudaSuccess)
-      return fail(cudaGetErrorString(e), e);
-  detail::grouped_mainloop<Lane, WF, Act>
-      <<<static_cast<unsigned>(plan.ctas), decode_layout::threads, 0, stream>>>(p, s);
-  const long long frags = static_cast<long long>(M) * ((N + W - 1) / W);
-  const unsigned blocks = static_cast<unsigned>((frags + 127) / 128);
-  detail::grouped_epilogue<Epi, W><<<blocks, 128, 0, stream>>>(
-      p.ws, p.ws_r, M, N, plan.stored_partials(), expert_offsets, E, Epi::to_params(epi));
-  return ::quads::kernels::detail::after_launch();
+  // Fallback: the persistent decode_layout kernel with a split-K workspace and epilogue pass
+  // (row-major weights only).
+  if constexpr (is_chunk_tiled<WF>) {
+    return fail("quads: grouped_gemm: chunk_tiled weights run on the streaming kernel only (an "
+                "epilogue fragment width dividing 128, at most 8 splits, not "
+                "grouped_kernel::persistent)");
+  } else {
+    if (plan.mode == reduction::atomic)
+      if (const cudaError_t e = cudaMemsetAsync(workspace, 0, plan.workspace_bytes, stream);
+          e != cudaSuccess)
+        return fail(cudaGetErrorString(e), e);
+    detail::grouped_mainloop<Lane, WF, Act>
+        <<<static_cast<unsigned>(plan.ctas), decode_layout::threads, 0, stream>>>(p, s);
+    const long long frags = static_cast<long long>(M) * ((N + W - 1) / W);
+    const unsigned blocks = static_cast<unsigned>((frags + 127) / 128);
+    detail::grouped_epilogue<Epi, W><<<blocks, 128, 0, stream>>>(
+        p.ws, p.ws_r, M, N, plan.stored_partials(), expert_offsets, E, Epi::to_params(epi));
+    return ::quads::kernels::detail::after_launch();
+  }
 }
 
 } // namespace quads::gemm

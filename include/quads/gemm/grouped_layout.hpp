@@ -8,10 +8,13 @@
 //! rows `[offsets[e], offsets[e + 1])` use expert e's weights `[N, K]` (offsets written on the
 //! device by routing; the host never reads them). The work is a flat list of items
 //! `(m-tile, split, n-tile)` over the non-empty experts only: expert e has
-//! `ceil(rows_e / tokens_per_cta)` m-tiles, and every m-tile has `splits * n_tiles` items. A
+//! `ceil(rows_e / tile_rows)` m-tiles, and every m-tile has `splits * n_tiles` items. The
+//! streaming kernel (the default) launches one CTA per (split, n-tile, m-tile slot) with
+//! `plan.stream_tile_rows`-row m-tiles; the slots beyond the routing's m-tiles leave at once. A
 //! persistent grid of `plan.ctas` CTAs walks the list (item = blockIdx.x, += gridDim.x); each CTA
-//! first builds the prefix sums of m-tiles per expert in shared memory from `offsets`, then finds
-//! an item's expert by binary search. So no CTA works for an empty expert, and the launch needs
+//! (the fallback kernel, 16-row m-tiles) first builds the prefix sums of m-tiles per expert in
+//! shared memory from `offsets`, then finds an item's expert by binary search (the streaming
+//! kernel does the same for its m-tile). So no CTA works for an empty expert, and the launch needs
 //! no host synchronisation (graph-capturable).
 #pragma once
 
@@ -52,7 +55,9 @@ struct grouped_plan {
   int chunks_per_split = 0;
   int n_tiles = 0;           //!< ceil(N / rows_per_cta)
   int ctas = 0;              //!< persistent grid size (fallback kernel)
-  int stream_m_tiles = 0;    //!< m-tile slots of the streaming kernel's grid (max_m_tiles())
+  int stream_m_tiles = 0;    //!< m-tile slots of the streaming kernel's grid
+  //! Rows of one m-tile of the streaming kernel (4, 8 or 16; the persistent kernel's are 16).
+  int stream_tile_rows = decode_layout::tokens_per_cta;
   reduction mode = reduction::deterministic;
   bool residual = false;     //!< a second accumulator (RAC composition (b), `own` scale)
   //! Kernel choice; plan_grouped leaves `automatic`, tests set it to run one path explicitly.
@@ -68,20 +73,37 @@ struct grouped_plan {
   constexpr ::cuda::std::size_t residual_offset() const noexcept {
     return partial_floats() * static_cast<::cuda::std::size_t>(stored_partials());
   }
-  //! An upper bound on the m-tiles of any routing: sum_e ceil(rows_e / 16) over non-empty experts.
-  constexpr long max_m_tiles() const noexcept {
-    const long T = decode_layout::tokens_per_cta;
+  //! An upper bound on the m-tiles of any routing: sum_e ceil(rows_e / tile_rows) over
+  //! non-empty experts (default: the persistent kernel's 16-row tiles).
+  constexpr long max_m_tiles(int tile_rows = decode_layout::tokens_per_cta) const noexcept {
+    const long T = tile_rows;
     const long busy = experts < max_rows ? experts : max_rows;  // non-empty experts at most
     const long bound = (static_cast<long>(max_rows) + (T - 1) * busy) / T;
     return bound;
   }
 };
 
+//! Rows of the streaming kernel's m-tiles for a routing of at most `max_rows` rows over
+//! `experts`: sized by the rows a non-empty expert holds when the rows spread evenly (decode
+//! routings hold 1-2 per expert). 4 when that is at most 2 (RAC then stages its residual in the
+//! tile's spare MMA columns, decode.cuh), 8 up to 4 (one n8 token tile: half the activation
+//! shared memory and MMAs of a 16-row tile), else 16. An expert with more rows than a tile
+//! takes several m-tiles, each streaming the expert's weights again.
+constexpr int grouped_stream_tile_rows(int max_rows, int experts) noexcept {
+  const long busy = experts < max_rows ? experts : max_rows;
+  if (busy <= 0) return decode_layout::tokens_per_cta;
+  const long per = (static_cast<long>(max_rows) + busy - 1) / busy;
+  return per <= 2 ? 4 : (per <= 4 ? 8 : decode_layout::tokens_per_cta);
+}
+
 //! The plan for a grouped GEMM over `experts` weight matrices `[N, K]` and at most `max_rows`
 //! A rows, on a GPU with `sm_count` SMs. `opt.splits = 0` picks the split-K factor from the
-//! expected tile count `max(ceil(max_rows / 16), min(experts, max_rows))` (decode: every row in
-//! its own expert) for about two CTAs per SM, keeping at least 4 chunks per split. Shapes are not
-//! checked here (the launcher does); non-positive sizes give an empty plan (`chunks = 0`).
+//! expected tile count `max(ceil(max_rows / tile_rows), min(experts, max_rows))` (decode: every
+//! row in its own expert) for about two CTAs per SM, keeping at least 4 chunks per split.
+//! (Raising it until a split's activations stay resident made DeepSeek-V3's gate_up slower on
+//! the H200: 512 resident CTAs ran in two waves where 256 slab-mode CTAs ran in one; 07:09 UTC.)
+//! Shapes are not checked here (the launcher does); non-positive sizes give an empty plan
+//! (`chunks = 0`).
 constexpr grouped_plan plan_grouped(int max_rows, int N, int K, int experts, bool residual,
                                           decode_options opt = {}, int sm_count = 132) noexcept {
   grouped_plan p;
@@ -96,7 +118,9 @@ constexpr grouped_plan plan_grouped(int max_rows, int N, int K, int experts, boo
   p.chunks = (K + L::chunk_k - 1) / L::chunk_k;
   p.n_tiles = (N + L::rows_per_cta - 1) / L::rows_per_cta;
   using S = stream_layout;
-  const long by_rows = (static_cast<long>(max_rows) + L::tokens_per_cta - 1) / L::tokens_per_cta;
+  p.stream_tile_rows = grouped_stream_tile_rows(max_rows, experts);
+  const int tile = p.stream_tile_rows;
+  const long by_rows = (static_cast<long>(max_rows) + tile - 1) / tile;
   const long by_experts = experts < max_rows ? experts : max_rows;
   const long tiles = (by_rows > by_experts ? by_rows : by_experts) *
                      ((N + S::rows_per_cta - 1) / S::rows_per_cta);
@@ -114,7 +138,7 @@ constexpr grouped_plan plan_grouped(int max_rows, int N, int K, int experts, boo
   const long items = p.max_m_tiles() * p.n_tiles * p.splits;
   const long cap_ctas = 4 * sms;  // resident CTAs of 128 threads at ~100 registers
   p.ctas = static_cast<int>(items < cap_ctas ? (items > 0 ? items : 1) : cap_ctas);
-  p.stream_m_tiles = static_cast<int>(p.max_m_tiles());
+  p.stream_m_tiles = static_cast<int>(p.max_m_tiles(tile));
   const ::cuda::std::size_t per =
       p.partial_floats() * static_cast<::cuda::std::size_t>(p.stored_partials());
   p.workspace_bytes = per * (residual ? 2u : 1u) * sizeof(float);
@@ -129,10 +153,12 @@ struct grouped_item {
   int split;
 };
 
-//! Item `w` of the flat list, given `prefix[e]` = m-tiles of experts before e (`prefix[E]` =
-//! total) and the offsets. `w` must be below `prefix[E] * splits * n_tiles`.
+//! Item `w` of the flat list of `tile_rows`-row m-tiles, given `prefix[e]` = m-tiles of experts
+//! before e (`prefix[E]` = total) and the offsets. `w` must be below `prefix[E] * splits *
+//! n_tiles`.
 QUADS_API constexpr grouped_item grouped_item_at(long w, const int* prefix, const int* offsets,
-                                                 int experts, int splits, int n_tiles) noexcept {
+                                                 int experts, int splits, int n_tiles,
+                                                 int tile_rows = decode_layout::tokens_per_cta) noexcept {
   const long per_tile = static_cast<long>(splits) * n_tiles;
   const int mt = static_cast<int>(w / per_tile);
   const int rem = static_cast<int>(w % per_tile);
@@ -147,17 +173,16 @@ QUADS_API constexpr grouped_item grouped_item_at(long w, const int* prefix, cons
   it.expert = lo;
   const int first = offsets[lo];
   const int last = offsets[lo + 1];
-  it.m0 = first + (mt - prefix[lo]) * decode_layout::tokens_per_cta;
-  it.m_end = it.m0 + decode_layout::tokens_per_cta < last ? it.m0 + decode_layout::tokens_per_cta
-                                                           : last;
+  it.m0 = first + (mt - prefix[lo]) * tile_rows;
+  it.m_end = it.m0 + tile_rows < last ? it.m0 + tile_rows : last;
   it.split = rem / n_tiles;
   it.n_tile = rem % n_tiles;
   return it;
 }
 
 //! m-tiles of one expert's rows.
-QUADS_API constexpr int grouped_m_tiles(int rows) noexcept {
-  return rows > 0 ? (rows + decode_layout::tokens_per_cta - 1) / decode_layout::tokens_per_cta : 0;
+QUADS_API constexpr int grouped_m_tiles(int rows, int tile_rows = decode_layout::tokens_per_cta) noexcept {
+  return rows > 0 ? (rows + tile_rows - 1) / tile_rows : 0;
 }
 
 } // namespace quads::gemm
