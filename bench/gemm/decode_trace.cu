@@ -7,11 +7,12 @@
 //!        warp, the two cluster barriers of the split-K reduction, epilogue done), runs one call
 //!        per shape after an L2 sweep, and prints per-phase times over the CTAs.
 //!
-//! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled | --rac]   (exits 77 without a GPU). The numbers are of a single
+//! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled | --rac | --grouped]   (exits 77 without a GPU). The numbers are of a single
 //! cold call with the stamps' own stores included; use quads_bench_gemm for timings.
 #define QUADS_DECODE_TRACE 1
 
 #include <quads/gemm/decode.cuh>
+#include <quads/gemm/grouped.cuh>
 
 #include <quads/epilogue/epilogue.hpp>
 
@@ -55,6 +56,91 @@ double mean(const std::vector<double>& v) {
   double s = 0;
   for (double x : v) s += x;
   return v.empty() ? 0 : s / v.size();
+}
+
+//! Times `launch` (cold, after an L2 sweep; and 10 hot calls), then runs it once with the trace
+//! buffer set for `ctas` CTAs and prints per-phase statistics over the CTAs that worked.
+template <class Launch>
+void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flush_n, unsigned* sink,
+                 const char* label) {
+  unsigned long long* buf;
+  CHECK(cudaMalloc(&buf, sizeof(unsigned long long) * 32 * ctas));
+  unsigned long long* none = nullptr;
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  float ms_cold = 0, ms_hot = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const bool traced = rep == 3;
+    CHECK(cudaMemcpyToSymbol(qg::detail::decode_trace_buffer, traced ? &buf : &none, sizeof buf));
+    CHECK(cudaMemset(buf, 0, sizeof(unsigned long long) * 32 * ctas));
+    sweep<<<264, 512>>>(flush, flush_n, sink);
+    CHECK(cudaEventRecord(e0));
+    CHECK(launch());
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    if (rep == 2) CHECK(cudaEventElapsedTime(&ms_cold, e0, e1));
+  }
+  CHECK(cudaMemcpyToSymbol(qg::detail::decode_trace_buffer, &none, sizeof buf));
+  CHECK(cudaEventRecord(e0));
+  for (int i = 0; i < 10; ++i) CHECK(launch());
+  CHECK(cudaEventRecord(e1));
+  CHECK(cudaEventSynchronize(e1));
+  CHECK(cudaEventElapsedTime(&ms_hot, e0, e1));
+  std::vector<unsigned long long> h(32ull * ctas);
+  CHECK(cudaMemcpy(h.data(), buf, h.size() * 8, cudaMemcpyDeviceToHost));
+  unsigned long long t0 = ~0ull, tend = 0;
+  for (int c = 0; c < ctas; ++c) {
+    if (h[32ull * c + 12] == 0) continue;  // a grouped m-tile slot without work
+    t0 = std::min(t0, h[32ull * c + 0]);
+    tend = std::max(tend, h[32ull * c + 12]);
+  }
+  int clock_khz = 0;
+  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  std::vector<double> entry, prologue, loop_mean, loop_max, loop_spread, bar1, bar2, epi_t, end, total;
+  for (int c = 0; c < ctas; ++c) {
+    if (h[32ull * c + 12] == 0) continue;
+    const unsigned long long* g = &h[32ull * c];
+    const unsigned long long* k = g + 16;
+    auto cyc = [&](unsigned long long a, unsigned long long b) { return (double)(b - a) / (clock_khz * 1e-3); };
+    entry.push_back((g[0] - t0) * 1e-3);
+    end.push_back((g[12] - t0) * 1e-3);
+    prologue.push_back(cyc(k[0], k[1]));
+    double lm = 0, lx = 0, ln = 1e30;
+    int nw = 0;
+    for (int w = 0; w < 8; ++w) {
+      if (k[2 + w] == 0) continue;
+      const double d = cyc(k[1], k[2 + w]);
+      lm += d; lx = std::max(lx, d); ln = std::min(ln, d); ++nw;
+    }
+    loop_mean.push_back(nw ? lm / nw : 0);
+    loop_max.push_back(lx);
+    loop_spread.push_back(nw ? lx - ln : 0);
+    bar1.push_back(cyc(k[2], k[10]));  // warp 0's loop end -> first cluster barrier passed
+    bar2.push_back(cyc(k[10], k[11]));
+    epi_t.push_back(cyc(k[11], k[12]));
+    total.push_back(cyc(k[0], k[12]));
+  }
+  std::printf("[%s, %llu threads] %s | event cold %.1f us, hot %.1f us/call | span %.1f us\n",
+              h[13] ? "resident" : "slabs", h[14], label, ms_cold * 1e3, ms_hot * 1e2,
+              (tend - t0) * 1e-3);
+  auto row = [](const char* n, const std::vector<double>& v) {
+    std::printf("  %-34s mean %6.2f  p10 %6.2f  p50 %6.2f  p90 %6.2f  max %6.2f us\n", n, mean(v),
+                pct(v, 0.1), pct(v, 0.5), pct(v, 0.9), pct(v, 1.0));
+  };
+  row("CTA entry after first entry", entry);
+  row("CTA end after first entry", end);
+  row("CTA lifetime", total);
+  row("prologue (staging, first chunk)", prologue);
+  row("chunk loop, mean over warps", loop_mean);
+  row("chunk loop, slowest warp", loop_max);
+  row("chunk loop, slowest - fastest warp", loop_spread);
+  row("warp 0 loop end -> cluster barrier 1", bar1);
+  row("push partials + cluster barrier 2", bar2);
+  row("reduce + epilogue", epi_t);
+  CHECK(cudaFree(buf));
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
 }
 
 template <class WF, class Tuning = qg::stream_tuning<>, bool Rac = false>
@@ -102,86 +188,80 @@ void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, u
                                        std::is_same_v<WF, qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>>,
                                    qg::fp16_lane, qg::bf16_lane>;
   const int ctas = plan.splits * ((N + 127) / 128) * ((M + 15) / 16);
-  unsigned long long* buf;
-  CHECK(cudaMalloc(&buf, sizeof(unsigned long long) * 32 * ctas));
-  unsigned long long* none = nullptr;
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  float ms_cold = 0, ms_hot = 0;
-  for (int rep = 0; rep < 4; ++rep) {
-    const bool traced = rep == 3;
-    CHECK(cudaMemcpyToSymbol(qg::detail::decode_trace_buffer, traced ? &buf : &none, sizeof buf));
-    CHECK(cudaMemset(buf, 0, sizeof(unsigned long long) * 32 * ctas));
-    sweep<<<264, 512>>>(flush, flush_n, sink);
-    CHECK(cudaEventRecord(e0));
-    CHECK((qg::decode_gemm<Lane, epi, WF, Act, Tuning>(plan, w, a, ea, ws, nullptr)));
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    if (rep == 2) CHECK(cudaEventElapsedTime(&ms_cold, e0, e1));
-  }
-  CHECK(cudaMemcpyToSymbol(qg::detail::decode_trace_buffer, &none, sizeof buf));
-  CHECK(cudaEventRecord(e0));
-  for (int i = 0; i < 10; ++i) CHECK((qg::decode_gemm<Lane, epi, WF, Act, Tuning>(plan, w, a, ea, ws, nullptr)));
-  CHECK(cudaEventRecord(e1));
-  CHECK(cudaEventSynchronize(e1));
-  CHECK(cudaEventElapsedTime(&ms_hot, e0, e1));
-  std::vector<unsigned long long> h(32ull * ctas);
-  CHECK(cudaMemcpy(h.data(), buf, h.size() * 8, cudaMemcpyDeviceToHost));
-  unsigned long long t0 = ~0ull, tend = 0;
-  for (int c = 0; c < ctas; ++c) {
-    t0 = std::min(t0, h[32ull * c + 0]);
-    tend = std::max(tend, h[32ull * c + 12]);
-  }
-  int clock_khz = 0;
-  CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
-  std::vector<double> entry, prologue, loop_mean, loop_max, loop_spread, bar1, bar2, epi_t, end, total;
-  for (int c = 0; c < ctas; ++c) {
-    const unsigned long long* g = &h[32ull * c];
-    const unsigned long long* k = g + 16;
-    auto cyc = [&](unsigned long long a, unsigned long long b) { return (double)(b - a) / (clock_khz * 1e-3); };
-    entry.push_back((g[0] - t0) * 1e-3);
-    end.push_back((g[12] - t0) * 1e-3);
-    prologue.push_back(cyc(k[0], k[1]));
-    double lm = 0, lx = 0, ln = 1e30;
-    int nw = 0;
-    for (int w = 0; w < 8; ++w) {
-      if (k[2 + w] == 0) continue;
-      const double d = cyc(k[1], k[2 + w]);
-      lm += d; lx = std::max(lx, d); ln = std::min(ln, d); ++nw;
-    }
-    loop_mean.push_back(nw ? lm / nw : 0);
-    loop_max.push_back(lx);
-    loop_spread.push_back(nw ? lx - ln : 0);
-    bar1.push_back(cyc(k[2], k[10]));  // warp 0's loop end -> first cluster barrier passed
-    bar2.push_back(cyc(k[10], k[11]));
-    epi_t.push_back(cyc(k[11], k[12]));
-    total.push_back(cyc(k[0], k[12]));
-  }
-  std::printf("[%s, %llu threads] ", h[13] ? "resident" : "slabs", h[14]);
-  std::printf("%s%s S=%d dual=%d %-12s M=%-2d splits=%d chunks/split=%d ctas=%d | event cold %.1f us, hot %.1f us/call | "
-              "span %.1f us\n",
-              Rac ? "rac50 " : "", qg::is_chunk_tiled<WF> ? (std::is_same_v<Lane, qg::fp16_lane> ? "tiled-pair" : "tiled") : (qg::is_pair_coded<WF> ? "pair" : "plain"),
-              Tuning::stages, int(Tuning::dual_acc), (std::to_string(N) + "x" + std::to_string(K)).c_str(), M, plan.splits,
-              plan.chunks_per_split, ctas, ms_cold * 1e3, ms_hot * 1e2, (tend - t0) * 1e-3);
-  auto row = [](const char* n, const std::vector<double>& v) {
-    std::printf("  %-34s mean %6.2f  p10 %6.2f  p50 %6.2f  p90 %6.2f  max %6.2f us\n", n, mean(v),
-                pct(v, 0.1), pct(v, 0.5), pct(v, 0.9), pct(v, 1.0));
-  };
-  row("CTA entry after first entry", entry);
-  row("CTA end after first entry", end);
-  row("CTA lifetime", total);
-  row("prologue (staging, first chunk)", prologue);
-  row("chunk loop, mean over warps", loop_mean);
-  row("chunk loop, slowest warp", loop_max);
-  row("chunk loop, slowest - fastest warp", loop_spread);
-  row("warp 0 loop end -> cluster barrier 1", bar1);
-  row("push partials + cluster barrier 2", bar2);
-  row("reduce + epilogue", epi_t);
-  for (void* p : {wd, wsc, ad, asc, ts, y, ws, static_cast<void*>(buf), static_cast<void*>(slot)})
+  char label[256];
+  std::snprintf(label, sizeof label, "%s%s S=%d dual=%d %-12s M=%-2d splits=%d chunks/split=%d ctas=%d",
+                Rac ? "rac50 " : "",
+                qg::is_chunk_tiled<WF> ? (std::is_same_v<Lane, qg::fp16_lane> ? "tiled-pair" : "tiled")
+                                       : (qg::is_pair_coded<WF> ? "pair" : "plain"),
+                Tuning::stages, int(Tuning::dual_acc), (std::to_string(N) + "x" + std::to_string(K)).c_str(),
+                M, plan.splits, plan.chunks_per_split, ctas);
+  trace_calls([&] { return qg::decode_gemm<Lane, epi, WF, Act, Tuning>(plan, w, a, ea, ws, nullptr); },
+              ctas, flush, flush_n, sink, label);
+  for (void* p : {wd, wsc, ad, asc, ts, y, ws, static_cast<void*>(slot)})
     CHECK(cudaFree(p));
-  CHECK(cudaEventDestroy(e0));
-  CHECK(cudaEventDestroy(e1));
+}
+
+//! A grouped call (quads/gemm/grouped.cuh) at MoE decode routings: `rows` rows over `active` of
+//! `E` experts (spread over [0, E), one row each first), plain W4A4 or RAC 50 % (shared scale,
+//! one slot table), with the plain store epilogue (the layer's epilogues are not traced here).
+template <class WF = quads::nvfp4, bool Rac = false>
+void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush, std::size_t flush_n,
+                   unsigned* sink) {
+  const int Ka = Rac ? K + K / 2 : K;
+  const auto plan = qg::plan_grouped(rows, N, K, E, false, {}, quads::kernels::detail::sm_count());
+  std::vector<int> per(static_cast<std::size_t>(E), 0);
+  for (int i = 0; i < rows; ++i) per[static_cast<std::size_t>((i % active) * (E / active))] += 1;
+  std::vector<int> offsets{0};
+  for (int e = 0; e < E; ++e) offsets.push_back(offsets.back() + per[static_cast<std::size_t>(e)]);
+  const std::size_t wb = static_cast<std::size_t>(N) * K / 2 * E, sb = wb / 8;
+  void *wd, *wsc, *ad, *asc, *ts, *y, *ws, *off, *slot;
+  CHECK(cudaMalloc(&wd, wb));
+  CHECK(cudaMalloc(&wsc, sb));
+  CHECK(cudaMalloc(&ad, static_cast<std::size_t>(rows) * Ka / 2));
+  CHECK(cudaMalloc(&asc, static_cast<std::size_t>(rows) * Ka / 16));
+  CHECK(cudaMalloc(&off, sizeof(int) * offsets.size()));
+  CHECK(cudaMalloc(&slot, sizeof(int) * (K / 16)));
+  {
+    std::vector<int> h(K / 16, -1);
+    for (int kb = 0, j = 0; kb < K / 16; kb += 2) h[kb] = j++;
+    CHECK(cudaMemcpy(slot, h.data(), sizeof(int) * h.size(), cudaMemcpyHostToDevice));
+  }
+  CHECK(cudaMemcpy(off, offsets.data(), sizeof(int) * offsets.size(), cudaMemcpyHostToDevice));
+  CHECK(cudaMalloc(&ts, 2 * sizeof(quads::tensor_scale)));
+  CHECK(cudaMalloc(&y, static_cast<std::size_t>(rows) * N * 2));
+  CHECK(cudaMalloc(&ws, std::max<std::size_t>(plan.workspace_bytes, 16)));
+  CHECK(cudaMemset(wd, 0x5a, wb));
+  CHECK(cudaMemset(wsc, 0x38, sb));
+  CHECK(cudaMemset(ad, 0x21, static_cast<std::size_t>(rows) * Ka / 2));
+  CHECK(cudaMemset(asc, 0x38, static_cast<std::size_t>(rows) * Ka / 16));
+  const quads::tensor_scale one[2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
+  CHECK(cudaMemcpy(ts, one, sizeof one, cudaMemcpyHostToDevice));
+  const auto* tsp = static_cast<const quads::tensor_scale*>(ts);
+  const qe::alpha_source alpha{.a = tsp, .a_mode = qe::scale_source::tensor, .w = tsp + 1,
+                               .w_mode = qe::scale_source::tensor};
+  const epi::arguments ea{alpha, {static_cast<__nv_bfloat16*>(y), N}};
+  const qg::fp4_expert_weights<WF> w{static_cast<const std::uint8_t*>(wd),
+                                     static_cast<const std::uint8_t*>(wsc), E};
+  constexpr bool pair = std::is_same_v<WF, qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>>;
+  using Lane = std::conditional_t<pair, qg::fp16_lane, qg::bf16_lane>;
+  using Act = std::conditional_t<Rac, qg::rac_activations<quads::nvfp4>,
+                                 qg::fp4_activations<quads::nvfp4>>;
+  Act a{static_cast<const std::uint8_t*>(ad), static_cast<const std::uint8_t*>(asc)};
+  if constexpr (Rac) {
+    a.slot = static_cast<const int*>(slot);
+    a.selected = K / 2;
+  }
+  const int ctas = plan.splits * ((N + 127) / 128) * plan.stream_m_tiles;
+  char label[256];
+  std::snprintf(label, sizeof label,
+                "grouped %s%sE=%d active=%d rows=%d %dx%d tile_rows=%d splits=%d chunks/split=%d "
+                "grid=%d (weights %.1f MB)",
+                Rac ? "rac50 " : "", pair ? "tiled-pair " : "", E, active, rows, N, K, plan.stream_tile_rows, plan.splits,
+                plan.chunks_per_split, ctas, active * (N * (K / 2.0 + K / 16.0)) * 1e-6);
+  trace_calls([&] {
+    return qg::grouped_gemm<Lane, epi>(plan, w, a, static_cast<const int*>(off), ea, ws, nullptr);
+  }, ctas, flush, flush_n, sink, label);
+  for (void* q : {wd, wsc, ad, asc, ts, y, ws, off, slot}) CHECK(cudaFree(q));
 }
 
 } // namespace
@@ -197,12 +277,26 @@ int main(int argc, char** argv) {
   const bool variants = argc > 1 && std::strcmp(argv[1], "--variants") == 0;
   const bool tiled = argc > 1 && std::strcmp(argv[1], "--tiled") == 0;
   const bool rac = argc > 1 && std::strcmp(argv[1], "--rac") == 0;
+  const bool grouped = argc > 1 && std::strcmp(argv[1], "--grouped") == 0;
   const std::size_t flush_bytes = 512ull << 20;
   uint4* flush;
   unsigned* sink;
   CHECK(cudaMalloc(&flush, flush_bytes));
   CHECK(cudaMalloc(&sink, 4));
   CHECK(cudaMemset(flush, 1, flush_bytes));
+  if (grouped) {  // Qwen3-30B-A3B and DeepSeek-V3 expert GEMMs at T = 1 and T = 16 (top-8)
+    const int moe[4][3] = {{128, 1536, 2048}, {128, 2048, 768}, {256, 4096, 7168}, {256, 7168, 2048}};
+    for (const auto& m : moe)
+      for (const int T : {1, 16}) {
+        const int active = T == 1 ? 8 : (m[0] == 128 ? 82 : 100);  // expected distinct experts
+        using TP = qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>;
+        trace_grouped(m[0], active, 8 * T, m[1], m[2], flush, flush_bytes / 16, sink);
+        trace_grouped<quads::nvfp4, true>(m[0], active, 8 * T, m[1], m[2], flush, flush_bytes / 16, sink);
+        trace_grouped<TP>(m[0], active, 8 * T, m[1], m[2], flush, flush_bytes / 16, sink);
+        trace_grouped<TP, true>(m[0], active, 8 * T, m[1], m[2], flush, flush_bytes / 16, sink);
+      }
+    return 0;
+  }
   const int shapes[3][2] = {{14336, 4096}, {8192, 8192}, {4096, 14336}};
   for (const auto& s : shapes)
     for (int M : {1, 16}) {
