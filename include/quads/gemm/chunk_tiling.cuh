@@ -29,6 +29,7 @@ namespace detail {
 
 //! Thread i writes tiled code piece i (16 bytes) and, for i < scale pieces, tiled scale piece i
 //! (8 bytes); `per_e` pieces of each kind per expert.
+template <int = 0> // a template, so the header can be in several TUs
 __global__ void __launch_bounds__(256)
     tile_chunk_pieces(const uint4* codes, const uint2* scales, uint4* tiled_codes,
                       uint2* tiled_scales, std::size_t code_pieces, std::size_t scale_pieces,
@@ -68,7 +69,7 @@ inline cudaError_t tile_chunks_async(const std::uint8_t* codes, const std::uint8
   const std::size_t code_pieces = code_per_e * experts, scale_pieces = scale_per_e * experts;
   const std::size_t want = (code_pieces + 255) / 256;
   const unsigned blocks = static_cast<unsigned>(want < 65536 ? want : 65536);
-  detail::tile_chunk_pieces<<<blocks, 256, 0, stream>>>(
+  detail::tile_chunk_pieces<><<<blocks, 256, 0, stream>>>(
       reinterpret_cast<const uint4*>(codes), reinterpret_cast<const uint2*>(scales),
       reinterpret_cast<uint4*>(tiled_codes), reinterpret_cast<uint2*>(tiled_scales), code_pieces,
       scale_pieces, code_per_e, scale_per_e, K);

@@ -26,6 +26,7 @@
 namespace quads::gemm {
 namespace detail {
 
+template <int = 0> // a template, so the header can be in several TUs
 __global__ void __launch_bounds__(256)
     pair_code_words(const uint4* in, uint4* out, std::size_t vecs,
                     const __grid_constant__ pair_coding::detail::inverse inv) {
@@ -40,6 +41,7 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+template <int = 0>
 __global__ void __launch_bounds__(32)
     pair_code_tail(const std::uint32_t* in, std::uint32_t* out, int words,
                    const __grid_constant__ pair_coding::detail::inverse inv) {
@@ -66,12 +68,12 @@ inline cudaError_t encode_pair_coded_async(const void* plain, void* coded, std::
   if (vecs > 0) {
     const std::size_t want = (vecs + 255) / 256;
     const unsigned blocks = static_cast<unsigned>(want < 65536 ? want : 65536);
-    detail::pair_code_words<<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(plain),
+    detail::pair_code_words<><<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(plain),
                                                         static_cast<uint4*>(coded), vecs,
                                                         pair_coding::inverse_table);
   }
   if (tail > 0)
-    detail::pair_code_tail<<<1, 32, 0, stream>>>(
+    detail::pair_code_tail<><<<1, 32, 0, stream>>>(
         static_cast<const std::uint32_t*>(plain) + 4 * vecs,
         static_cast<std::uint32_t*>(coded) + 4 * vecs, tail, pair_coding::inverse_table);
   return ::quads::kernels::detail::after_launch();
