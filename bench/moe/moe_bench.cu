@@ -57,6 +57,7 @@ __global__ void fill_bytes(std::uint8_t* p, std::size_t n, std::uint64_t seed, i
 struct model_data {
   qm::layer_shape s{};
   qb::device_buffer gu, gus, dn, dns, ts, gslot, gblocks, dslots;
+  qb::device_buffer tgu, tgus, tdn, tdns;  // the same stacks in expert_weight_form::tiled_pair
   cudaError_t init(const qm::layer_shape& shape) {
     s = shape;
     const std::size_t E = s.experts, H = s.hidden, I = s.intermediate;
@@ -71,6 +72,21 @@ struct model_data {
     fill_bytes<<<grid, 256, 0, st>>>(gus.get<std::uint8_t>(), gu_n / 16, 2, 0x30, 16);
     fill_bytes<<<grid, 256, 0, st>>>(dn.get<std::uint8_t>(), dn_n / 2, 3, 0, 0);
     fill_bytes<<<grid, 256, 0, st>>>(dns.get<std::uint8_t>(), dn_n / 16, 4, 0x30, 16);
+    for (auto [buf, bytes] : {std::pair{&tgu, gu_n / 2}, std::pair{&tgus, gu_n / 16},
+                              std::pair{&tdn, dn_n / 2}, std::pair{&tdns, dn_n / 16}})
+      if (auto e = buf->alloc(bytes); e != cudaSuccess) return e;
+    if (auto e = qm::make_tiled_pair_weights_async(
+            gu.get<std::uint8_t>(), gus.get<std::uint8_t>(), tgu.get<std::uint8_t>(),
+            tgus.get<std::uint8_t>(), static_cast<int>(2 * I), static_cast<int>(H),
+            static_cast<int>(E), st);
+        e != cudaSuccess)
+      return e;
+    if (auto e = qm::make_tiled_pair_weights_async(
+            dn.get<std::uint8_t>(), dns.get<std::uint8_t>(), tdn.get<std::uint8_t>(),
+            tdns.get<std::uint8_t>(), static_cast<int>(H), static_cast<int>(I),
+            static_cast<int>(E), st);
+        e != cudaSuccess)
+      return e;
     // tensor scales: [0] x, [1] h, [2, 2 + E) gate_up, [2 + E, 2 + 2E) down
     std::vector<quads::tensor_scale> t(2 + 2 * E, quads::tensor_scale{448.0f, 1.0f / 448.0f});
     if (auto e = ts.alloc(t.size() * sizeof(t[0])); e != cudaSuccess) return e;
@@ -100,13 +116,14 @@ struct model_data {
     }
     return cudaStreamSynchronize(st);
   }
-  qm::layer_weights_view weights() const {
+  qm::layer_weights_view weights(bool tiled = false) const {
     qm::layer_weights_view w;
-    w.gate_up = gu.get<std::uint8_t>();
-    w.gate_up_scales = gus.get<std::uint8_t>();
+    w.gate_up = (tiled ? tgu : gu).get<std::uint8_t>();
+    w.gate_up_scales = (tiled ? tgus : gus).get<std::uint8_t>();
     w.gate_up_ts = ts.get<quads::tensor_scale>() + 2;
-    w.down = dn.get<std::uint8_t>();
-    w.down_scales = dns.get<std::uint8_t>();
+    w.down = (tiled ? tdn : dn).get<std::uint8_t>();
+    w.down_scales = (tiled ? tdns : dns).get<std::uint8_t>();
+    w.form = tiled ? qm::expert_weight_form::tiled_pair : qm::expert_weight_form::row_major;
     w.down_ts = ts.get<quads::tensor_scale>() + 2 + s.experts;
     return w;
   }
@@ -161,7 +178,7 @@ int iterations_for(const qm::layer_shape& s, int T) {
 
 template <qm::layer_policy P>
 void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_tuning tune = {},
-                     bool breakdown = false) {
+                     bool breakdown = false, bool tiled = false) {
   model_data& d = data_of(m);
   const auto& s = m.shape;
   const qm::routing_config rc{s.experts, s.top_k, qm::scoring::softmax, true, 1.0f};
@@ -188,7 +205,7 @@ void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_t
                                          static_cast<std::size_t>(T) * s.hidden, 11, st));
   qm::layer_io io{x.get<__nv_bfloat16>(), lg.get<float>(), out.get<__nv_bfloat16>(), nullptr,
                   nullptr};
-  const auto w = d.weights();
+  const auto w = d.weights(tiled);
   const auto num = d.numerics();
   // direct run first (argument errors surface here), then capture
   QUADS_BENCH_TRY(state, qm::forward(plan, w, num, io, ws.get(), st));
@@ -307,6 +324,12 @@ void register_moe() {
       reg("quads_rac50", [](benchmark::State& st, const model& mm, int t) {
         run_layer_bench<qm::layer_policy::quads_rac>(st, mm, t);
       });
+      reg("naive_w4a4_tiled", [](benchmark::State& st, const model& mm, int t) {
+        run_layer_bench<qm::layer_policy::naive_w4a4>(st, mm, t, {}, false, true);
+      });
+      reg("quads_rac50_tiled", [](benchmark::State& st, const model& mm, int t) {
+        run_layer_bench<qm::layer_policy::quads_rac>(st, mm, t, {}, false, true);
+      });
       reg("w4a16", [](benchmark::State& st, const model& mm, int t) {
         run_layer_bench<qm::layer_policy::w4a16>(st, mm, t);
       });
@@ -326,6 +349,9 @@ void register_moe() {
       });
       reg("quads_rac50", [](benchmark::State& st, const model& mm, int t) {
         run_layer_bench<qm::layer_policy::quads_rac>(st, mm, t, {}, true);
+      });
+      reg("quads_rac50_tiled", [](benchmark::State& st, const model& mm, int t) {
+        run_layer_bench<qm::layer_policy::quads_rac>(st, mm, t, {}, true, true);
       });
       reg("w4a16", [](benchmark::State& st, const model& mm, int t) {
         run_layer_bench<qm::layer_policy::w4a16>(st, mm, t, {}, true);

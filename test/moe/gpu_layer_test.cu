@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace qm = quads::moe;
@@ -37,11 +38,41 @@ struct gpu_run {
   qm::routing_result routing;
 };
 
+//! The expert stacks of `d` in `expert_weight_form::tiled_pair` (made on the device by
+//! `make_tiled_pair_weights_async`), with `view` pointing at them.
+struct tiled_pair_weights {
+  dbuf gu, gus, dn, dns;
+  qm::layer_weights_view view;
+  tiled_pair_weights(const moe_test::problem& p, const moe_test::device_problem& d) {
+    const auto& s = p.shape;
+    const std::size_t gu_codes = static_cast<std::size_t>(s.experts) * 2 * s.intermediate * s.hidden / 2,
+                      dn_codes = static_cast<std::size_t>(s.experts) * s.hidden * s.intermediate / 2;
+    gu = dbuf(gu_codes);
+    gus = dbuf(gu_codes / 8);
+    dn = dbuf(dn_codes);
+    dns = dbuf(dn_codes / 8);
+    MOE_CUDA_OK(qm::make_tiled_pair_weights_async(d.w.gate_up, d.w.gate_up_scales,
+                                                  gu.get<std::uint8_t>(), gus.get<std::uint8_t>(),
+                                                  2 * s.intermediate, s.hidden, s.experts, nullptr));
+    MOE_CUDA_OK(qm::make_tiled_pair_weights_async(d.w.down, d.w.down_scales, dn.get<std::uint8_t>(),
+                                                  dns.get<std::uint8_t>(), s.hidden,
+                                                  s.intermediate, s.experts, nullptr));
+    MOE_CUDA_OK(cudaDeviceSynchronize());
+    view = d.w;
+    view.gate_up = gu.get<std::uint8_t>();
+    view.gate_up_scales = gus.get<std::uint8_t>();
+    view.down = dn.get<std::uint8_t>();
+    view.down_scales = dns.get<std::uint8_t>();
+    view.form = qm::expert_weight_form::tiled_pair;
+  }
+};
+
 template <qm::layer_policy P>
 gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d, bool graph = false,
-                  int repeats = 1) {
+                  int repeats = 1, const qm::layer_weights_view* weights = nullptr) {
   const auto& s = p.shape;
   const int T = p.tokens, n = T * s.top_k, H = s.hidden, I = s.intermediate;
+  const qm::layer_weights_view& wv = weights != nullptr ? *weights : d.w;
   const auto plan =
       qm::plan_layer<P>(T, s, p.rc, p.num.gate_up_sel.selected, p.num.down_selected());
   REQUIRE(plan.valid);
@@ -55,7 +86,7 @@ gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d,
     cudaGraph_t g;
     cudaGraphExec_t ge;
     MOE_CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    MOE_CUDA_OK(qm::forward(plan, d.w, d.num, io, ws.get(), st));
+    MOE_CUDA_OK(qm::forward(plan, wv, d.num, io, ws.get(), st));
     MOE_CUDA_OK(cudaStreamEndCapture(st, &g));
     MOE_CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
     for (int i = 0; i < repeats; ++i)
@@ -65,7 +96,7 @@ gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d,
     cudaGraphDestroy(g);
   } else {
     for (int i = 0; i < repeats; ++i)
-      MOE_CUDA_OK(qm::forward(plan, d.w, d.num, io, ws.get(), st));
+      MOE_CUDA_OK(qm::forward(plan, wv, d.num, io, ws.get(), st));
     MOE_CUDA_OK(cudaStreamSynchronize(st));
   }
   cudaStreamDestroy(st);
@@ -225,7 +256,7 @@ bool quick() {
 }
 
 template <qm::layer_policy P>
-void sweep(std::uint64_t seed) {
+void sweep(std::uint64_t seed, bool tiled_pair = false) {
   for (int T : {1, 4, 16, 64, 256}) {
     if (quick() && T != 1 && T != 16) continue;
     const bool big = T % 2 == 0;
@@ -233,7 +264,13 @@ void sweep(std::uint64_t seed) {
     const auto p = moe_test::make_problem(s, T, seed + static_cast<std::uint64_t>(T), T == 16, 0.5);
     const moe_test::device_problem d(p);
     CAPTURE(T);
-    check_layer<P>(p, run_layer<P>(p, d));
+    CAPTURE(tiled_pair);
+    if (tiled_pair) {
+      const tiled_pair_weights tw(p, d);
+      check_layer<P>(p, run_layer<P>(p, d, false, 1, &tw.view));
+    } else {
+      check_layer<P>(p, run_layer<P>(p, d));
+    }
   }
 }
 
@@ -246,6 +283,10 @@ TEST_SUITE("moe.layer.gpu") {
   }
   TEST_CASE("QUADS (W4A4 + RAC 50%) layer matches the host reference stage by stage") {
     sweep<qm::layer_policy::quads_rac>(quads_test::derived_seed("moe.gpu.quads"));
+  }
+  TEST_CASE("naive W4A4 and QUADS layers on tiled pair-coded expert weights match the host reference") {
+    sweep<qm::layer_policy::naive_w4a4>(quads_test::derived_seed("moe.gpu.tiled.naive"), true);
+    sweep<qm::layer_policy::quads_rac>(quads_test::derived_seed("moe.gpu.tiled.quads"), true);
   }
   TEST_CASE("W4A16 layer matches the host reference stage by stage") {
     sweep<qm::layer_policy::w4a16>(quads_test::derived_seed("moe.gpu.w4a16"));
@@ -264,6 +305,9 @@ TEST_SUITE("moe.layer.gpu") {
     check_layer<qm::layer_policy::quads_rac>(p, run_layer<qm::layer_policy::quads_rac>(p, d));
     check_layer<qm::layer_policy::naive_w4a4>(p, run_layer<qm::layer_policy::naive_w4a4>(p, d));
     check_layer<qm::layer_policy::w4a16>(p, run_layer<qm::layer_policy::w4a16>(p, d));
+    const tiled_pair_weights tw(p, d);
+    check_layer<qm::layer_policy::quads_rac>(
+        p, run_layer<qm::layer_policy::quads_rac>(p, d, false, 1, &tw.view));
   }
 
   TEST_CASE("the layer captured in a CUDA graph and replayed equals a direct run bit for bit") {
@@ -290,6 +334,29 @@ TEST_SUITE("moe.layer.gpu") {
     dbuf ws(plan.workspace_bytes);
     CHECK(qm::forward(plan, {}, {}, {}, ws.get(), nullptr) == cudaErrorInvalidValue);
     CHECK(!qm::plan_layer<qm::layer_policy::naive_w4a4>(4, s, {8, 3}).valid);
+    // the tiled pair form: W4A4 policies only, H and I multiples of 128
+    const moe_test::problem p = moe_test::make_problem(s, 4, 7);
+    const moe_test::device_problem d(p);
+    qm::layer_weights_view wv = d.w;
+    wv.form = qm::expert_weight_form::tiled_pair;
+    dbuf out(4 * 256 * 2);
+    const qm::layer_io io{d.x_bf16(), d.logits.get<float>(), out.get<__nv_bfloat16>(), nullptr,
+                          nullptr};
+    const auto p16 = qm::plan_layer<qm::layer_policy::w4a16>(4, s, {8, 2});
+    dbuf ws16(p16.workspace_bytes);
+    CHECK(qm::forward(p16, wv, d.num, io, ws16.get(), nullptr) == cudaErrorInvalidValue);
+    CHECK(std::string(quads::kernels::last_error_message()).find("W4A4 policy") != std::string::npos);
+    const qm::layer_shape s96{8, 2, 256, 96};
+    const auto p96 = moe_test::make_problem(s96, 4, 7);
+    const moe_test::device_problem d96(p96);
+    qm::layer_weights_view wv96 = d96.w;
+    wv96.form = qm::expert_weight_form::tiled_pair;
+    const auto plan96 = qm::plan_layer<qm::layer_policy::naive_w4a4>(4, s96, {8, 2});
+    dbuf ws96(plan96.workspace_bytes);
+    const qm::layer_io io96{d96.x_bf16(), d96.logits.get<float>(), out.get<__nv_bfloat16>(), nullptr,
+                            nullptr};
+    CHECK(qm::forward(plan96, wv96, d96.num, io96, ws96.get(), nullptr) == cudaErrorInvalidValue);
+    CHECK(std::string(quads::kernels::last_error_message()).find("multiples of 128") != std::string::npos);
   }
 
 } // TEST_SUITE

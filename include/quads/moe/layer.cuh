@@ -25,8 +25,10 @@
 #endif
 
 #include <quads/compensation/rac.cuh>
+#include <quads/gemm/chunk_tiling.cuh>
 #include <quads/gemm/decode.cuh>
 #include <quads/gemm/grouped.cuh>
+#include <quads/gemm/pair_coding.cuh>
 #include <quads/kernels/common.cuh>
 #include <quads/kernels/quantize.cuh>
 #include <quads/moe/layer.hpp>
@@ -41,9 +43,19 @@
 
 namespace quads::moe {
 
+//! The byte form of the NVFP4 expert stacks (`layer_weights_view::form`).
+enum class expert_weight_form : std::uint8_t {
+  row_major,   //!< as quantized: codes `[E, N, K / 2]`, linear scales `[E, N, K / 16]`
+  //! `gemm::chunk_tiled<gemm::pair_coded<nvfp4>>` (fp16 lanes; N % 16 == 0, K % 128 == 0 for
+  //! both GEMMs), made by `make_tiled_pair_weights_async` once per weight sync: the faster
+  //! decode form (H200, 07:15 UTC: grouped GEMMs 17-24 % faster at T = 1 and 16). The W4A4
+  //! policies only (W4A16's bf16 activations need bf16 lanes).
+  tiled_pair,
+};
+
 //! Expert weights in device memory. NVFP4 policies: `gate_up` `[E, 2I, H]` (gate/up rows
-//! interleaved) and `down` `[E, H, I]` packed codes + linear scales + one tensor scale per
-//! expert. bf16 policy: `gate_up_bf16` / `down_bf16` of the same shapes.
+//! interleaved) and `down` `[E, H, I]` packed codes + scales in byte form `form` + one tensor
+//! scale per expert. bf16 policy: `gate_up_bf16` / `down_bf16` of the same shapes.
 struct layer_weights_view {
   const std::uint8_t* gate_up = nullptr;
   const std::uint8_t* gate_up_scales = nullptr;
@@ -53,7 +65,26 @@ struct layer_weights_view {
   const tensor_scale* down_ts = nullptr;
   const __nv_bfloat16* gate_up_bf16 = nullptr;
   const __nv_bfloat16* down_bf16 = nullptr;
+  expert_weight_form form = expert_weight_form::row_major;
 };
+
+//! Enqueues the `expert_weight_form::tiled_pair` copy of one row-major NVFP4 expert stack
+//! (`experts` matrices `[N, K]`: codes and linear scales) into `codes_out` / `scales_out` (same
+//! sizes, not overlapping the inputs, 16-byte aligned): chunk tiling, then pair coding in place
+//! (they commute). Refusals (N % 16, K % 128, alignment) return cudaErrorInvalidValue with a
+//! message, nothing enqueued; never synchronises.
+inline cudaError_t make_tiled_pair_weights_async(const std::uint8_t* codes,
+                                                 const std::uint8_t* scales,
+                                                 std::uint8_t* codes_out, std::uint8_t* scales_out,
+                                                 int N, int K, int experts, cudaStream_t stream) {
+  if (const cudaError_t e = gemm::tile_chunks_async(codes, scales, codes_out, scales_out, N, K,
+                                                    experts, stream);
+      e != cudaSuccess)
+    return e;
+  const std::size_t bytes = static_cast<std::size_t>(experts) * static_cast<std::size_t>(N) *
+                            static_cast<std::size_t>(K) / 2;
+  return gemm::encode_pair_coded_async(codes_out, codes_out, bytes, stream);
+}
 
 //! Calibrated scales and RAC channel sets in device memory. `h_scales`: one entry (`h_mode =
 //! tensor`) or E (`expert`). QUADS: `gate_up_sel` (one set, K = H, unpermuted: `order` null),
@@ -393,6 +424,16 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
     if (w.gate_up_bf16 == nullptr || w.down_bf16 == nullptr)
       return kd::fail("quads: moe::forward: bf16 weights needed");
   }
+  if (w.form != expert_weight_form::row_major) {
+    if (w.form != expert_weight_form::tiled_pair)
+      return kd::fail("quads: moe::forward: unknown expert_weight_form");
+    if (!fp4_activations(P))
+      return kd::fail("quads: moe::forward: expert_weight_form::tiled_pair needs a W4A4 policy "
+                      "(naive_w4a4 or quads_rac; its fp16 lanes cannot take bf16 activations)");
+    if (H % 128 != 0 || I % 128 != 0)
+      return kd::fail("quads: moe::forward: expert_weight_form::tiled_pair needs H and I to be "
+                      "multiples of 128 (chunk tiling)");
+  }
   if constexpr (fp4_activations(P)) {
     if (num.x_scale == nullptr || num.h_scales == nullptr)
       return kd::fail("quads: moe::forward: NVFP4 activations need x_scale and h_scales");
@@ -461,59 +502,69 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
           plan.gu_selected / block, num.x_scale, a1, a1s, 0);
     }
     mark(1);
-    const gemm::fp4_expert_weights<nvfp4> wgu{w.gate_up, w.gate_up_scales, E};
-    const gemm::fp4_expert_weights<nvfp4> wdn{w.down, w.down_scales, E};
-    const gate_up_fp4_epilogue::arguments gu_epi{gu_alpha,
-                                                 {},
-                                                 {io.h_pre, I},
-                                                 {h, hs, num.h_scales, num.h_mode, rv.expert_of_row,
-                                                  rac ? num.down_slots : nullptr, plan.dn_selected,
-                                                  n, I, 0}};
-    if constexpr (rac) {
-      gemm::rac_activations<nvfp4> a{};
-      a.data = a1;
-      a.scales = a1s;
-      a.slot = num.gate_up_sel.slot;
-      a.selected = plan.gu_selected;
-      a.residual = compensation::residual_scale::shared;
-      a.slot_expert_stride = 0;
-      if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, gate_up_fp4_epilogue>(
-              plan.gu, wgu, a, rv.offsets, gu_epi, gws, stream);
-          e != cudaSuccess)
-        return e;
-      mark(2);
-      gemm::rac_activations<nvfp4> b{};
-      b.data = h;
-      b.scales = hs;
-      b.slot = num.down_slots;
-      b.selected = plan.dn_selected;
-      b.residual = compensation::residual_scale::shared;
-      b.slot_expert_stride = I / block;
-      if (plan.dn_selected > 0) {
-        if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
-                plan.dn, wdn, b, rv.offsets, dn_epi, gws, stream);
+    // the two grouped GEMMs on weights of format WF with MMA lanes Lane (the weight form)
+    auto gemms = [&]<class Lane, class WF>() -> cudaError_t {
+      const gemm::fp4_expert_weights<WF> wgu{w.gate_up, w.gate_up_scales, E};
+      const gemm::fp4_expert_weights<WF> wdn{w.down, w.down_scales, E};
+      const gate_up_fp4_epilogue::arguments gu_epi{gu_alpha,
+                                                   {},
+                                                   {io.h_pre, I},
+                                                   {h, hs, num.h_scales, num.h_mode, rv.expert_of_row,
+                                                    rac ? num.down_slots : nullptr, plan.dn_selected,
+                                                    n, I, 0}};
+      if constexpr (rac) {
+        gemm::rac_activations<nvfp4> a{};
+        a.data = a1;
+        a.scales = a1s;
+        a.slot = num.gate_up_sel.slot;
+        a.selected = plan.gu_selected;
+        a.residual = compensation::residual_scale::shared;
+        a.slot_expert_stride = 0;
+        if (cudaError_t e = gemm::grouped_gemm<Lane, gate_up_fp4_epilogue>(
+                plan.gu, wgu, a, rv.offsets, gu_epi, gws, stream);
             e != cudaSuccess)
           return e;
-        mark(3);
+        mark(2);
+        gemm::rac_activations<nvfp4> b{};
+        b.data = h;
+        b.scales = hs;
+        b.slot = num.down_slots;
+        b.selected = plan.dn_selected;
+        b.residual = compensation::residual_scale::shared;
+        b.slot_expert_stride = I / block;
+        if (plan.dn_selected > 0) {
+          if (cudaError_t e = gemm::grouped_gemm<Lane, down_epilogue>(
+                  plan.dn, wdn, b, rv.offsets, dn_epi, gws, stream);
+              e != cudaSuccess)
+            return e;
+          mark(3);
+        } else {
+          if (cudaError_t e = gemm::grouped_gemm<Lane, down_epilogue>(
+                  plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws, stream);
+              e != cudaSuccess)
+            return e;
+          mark(3);
+        }
       } else {
-        if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
+        if (cudaError_t e = gemm::grouped_gemm<Lane, gate_up_fp4_epilogue>(
+                plan.gu, wgu, gemm::fp4_activations<nvfp4>{a1, a1s}, rv.offsets, gu_epi, gws, stream);
+            e != cudaSuccess)
+          return e;
+        mark(2);
+        if (cudaError_t e = gemm::grouped_gemm<Lane, down_epilogue>(
                 plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws, stream);
             e != cudaSuccess)
           return e;
         mark(3);
       }
-    } else {
-      if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, gate_up_fp4_epilogue>(
-              plan.gu, wgu, gemm::fp4_activations<nvfp4>{a1, a1s}, rv.offsets, gu_epi, gws, stream);
-          e != cudaSuccess)
-        return e;
-      mark(2);
-      if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
-              plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws, stream);
-          e != cudaSuccess)
-        return e;
-      mark(3);
-    }
+      return cudaSuccess;
+    };
+    using tiled_pair_t = gemm::chunk_tiled<gemm::pair_coded<nvfp4>>;
+    if (const cudaError_t e = w.form == expert_weight_form::tiled_pair
+                                  ? gemms.template operator()<gemm::fp16_lane, tiled_pair_t>()
+                                  : gemms.template operator()<gemm::bf16_lane, nvfp4>();
+        e != cudaSuccess)
+      return e;
     (void)Ip;
     (void)Hp;
   } else {
