@@ -78,7 +78,7 @@ TEST_SUITE("moe.routing.gpu") {
     std::normal_distribution<float> nd(0.0f, 2.0f);
     const int shapes[][2] = {{8, 2}, {16, 1}, {128, 8}, {256, 8}, {60, 4}, {1000, 32}};
     for (const auto& sh : shapes)
-      for (int T : {1, 3, 16, 64, 65, 256, 257, 300, 1024, 4096}) {
+      for (int T : {1, 3, 8, 9, 16, 64, 65, 256, 257, 300, 1024, 4096}) {
         if (sh[0] == 1000 && T > 300) continue;
         for (auto score : {qm::scoring::softmax, qm::scoring::sigmoid}) {
           std::vector<float> l(static_cast<std::size_t>(T) * sh[0]);
@@ -94,7 +94,7 @@ TEST_SUITE("moe.routing.gpu") {
     const float nan_v = std::numeric_limits<float>::quiet_NaN();
     const float inf = std::numeric_limits<float>::infinity();
     auto g = quads_test::rng("moe.gpu.routing.adv");
-    for (int T : {1, 16, 300}) {
+    for (int T : {1, 5, 16, 300}) {  // 1, 5: the whole-CTA top-k of the decode path
       const int E = 64;
       std::vector<float> l(static_cast<std::size_t>(T) * E);
       for (int t = 0; t < T; ++t)
