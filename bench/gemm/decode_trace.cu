@@ -7,12 +7,13 @@
 //!        warp, the two cluster barriers of the split-K reduction, epilogue done), runs one call
 //!        per shape after an L2 sweep, and prints per-phase times over the CTAs.
 //!
-//! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled | --rac | --grouped]   (exits 77 without a GPU). The numbers are of a single
+//! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled | --rac | --grouped | --moe]   (exits 77 without a GPU). The numbers are of a single
 //! cold call with the stamps' own stores included; use quads_bench_gemm for timings.
 #define QUADS_DECODE_TRACE 1
 
 #include <quads/gemm/decode.cuh>
 #include <quads/gemm/grouped.cuh>
+#include <quads/moe/layer.hpp>
 
 #include <quads/epilogue/epilogue.hpp>
 
@@ -204,7 +205,7 @@ void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, u
 //! A grouped call (quads/gemm/grouped.cuh) at MoE decode routings: `rows` rows over `active` of
 //! `E` experts (spread over [0, E), one row each first), plain W4A4 or RAC 50 % (shared scale,
 //! one slot table), with the plain store epilogue (the layer's epilogues are not traced here).
-template <class WF = quads::nvfp4, bool Rac = false>
+template <class WF = quads::nvfp4, bool Rac = false, bool MoeEpi = false>
 void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush, std::size_t flush_n,
                    unsigned* sink) {
   const int Ka = Rac ? K + K / 2 : K;
@@ -240,6 +241,33 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
   const qe::alpha_source alpha{.a = tsp, .a_mode = qe::scale_source::tensor, .w = tsp + 1,
                                .w_mode = qe::scale_source::tensor};
   const epi::arguments ea{alpha, {static_cast<__nv_bfloat16*>(y), N}};
+  // MoeEpi: the MoE layer's gate_up epilogue (alpha, SwiGLU, quantize h to NVFP4 with RAC 50 %
+  // residual blocks when Rac: a slot table per expert) into h / hs
+  const int I = N / 2, nkb_i = I / 16;
+  void *h, *hs, *eor, *dslot;
+  CHECK(cudaMalloc(&h, static_cast<std::size_t>(rows) * (I + I / 2) / 2));
+  CHECK(cudaMalloc(&hs, static_cast<std::size_t>(rows) * (I + I / 2) / 16));
+  CHECK(cudaMalloc(&eor, sizeof(int) * rows));
+  CHECK(cudaMalloc(&dslot, sizeof(int) * E * nkb_i));
+  {
+    std::vector<int> er;
+    for (int e = 0; e < E; ++e)
+      for (int i = 0; i < per[static_cast<std::size_t>(e)]; ++i) er.push_back(e);
+    CHECK(cudaMemcpy(eor, er.data(), sizeof(int) * er.size(), cudaMemcpyHostToDevice));
+    std::vector<int> ds(static_cast<std::size_t>(E) * nkb_i, -1);
+    for (int e = 0; e < E; ++e)
+      for (int b = e % 2, j = 0; b < nkb_i; b += 2) ds[static_cast<std::size_t>(e) * nkb_i + b] = j++;
+    CHECK(cudaMemcpy(dslot, ds.data(), sizeof(int) * ds.size(), cudaMemcpyHostToDevice));
+  }
+  using moe_epi = quads::moe::gate_up_fp4_epilogue;
+  const moe_epi::arguments me{
+      {.a = tsp, .a_mode = qe::scale_source::tensor, .w = tsp + 1,
+       .w_mode = qe::scale_source::tensor, .expert_of_row = static_cast<const int*>(eor)},
+      {},
+      {nullptr, I},
+      {static_cast<std::uint8_t*>(h), static_cast<std::uint8_t*>(hs), tsp, qe::scale_source::tensor,
+       static_cast<const int*>(eor), Rac ? static_cast<const int*>(dslot) : nullptr,
+       Rac ? I / 2 : 0, rows, I, 0}};
   const qg::fp4_expert_weights<WF> w{static_cast<const std::uint8_t*>(wd),
                                      static_cast<const std::uint8_t*>(wsc), E};
   constexpr bool pair = std::is_same_v<WF, qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>>;
@@ -254,14 +282,17 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
   const int ctas = plan.splits * ((N + 127) / 128) * plan.stream_m_tiles;
   char label[256];
   std::snprintf(label, sizeof label,
-                "grouped %s%sE=%d active=%d rows=%d %dx%d tile_rows=%d splits=%d chunks/split=%d "
+                "grouped %s%s%sE=%d active=%d rows=%d %dx%d tile_rows=%d splits=%d chunks/split=%d "
                 "grid=%d (weights %.1f MB)",
-                Rac ? "rac50 " : "", pair ? "tiled-pair " : "", E, active, rows, N, K, plan.stream_tile_rows, plan.splits,
+                MoeEpi ? "moe-gate_up-epilogue " : "", Rac ? "rac50 " : "", pair ? "tiled-pair " : "", E, active, rows, N, K, plan.stream_tile_rows, plan.splits,
                 plan.chunks_per_split, ctas, active * (N * (K / 2.0 + K / 16.0)) * 1e-6);
   trace_calls([&] {
-    return qg::grouped_gemm<Lane, epi>(plan, w, a, static_cast<const int*>(off), ea, ws, nullptr);
+    if constexpr (MoeEpi)
+      return qg::grouped_gemm<Lane, moe_epi>(plan, w, a, static_cast<const int*>(off), me, ws, nullptr);
+    else
+      return qg::grouped_gemm<Lane, epi>(plan, w, a, static_cast<const int*>(off), ea, ws, nullptr);
   }, ctas, flush, flush_n, sink, label);
-  for (void* q : {wd, wsc, ad, asc, ts, y, ws, off, slot}) CHECK(cudaFree(q));
+  for (void* q : {wd, wsc, ad, asc, ts, y, ws, off, slot, h, hs, eor, dslot}) CHECK(cudaFree(q));
 }
 
 } // namespace
@@ -278,12 +309,23 @@ int main(int argc, char** argv) {
   const bool tiled = argc > 1 && std::strcmp(argv[1], "--tiled") == 0;
   const bool rac = argc > 1 && std::strcmp(argv[1], "--rac") == 0;
   const bool grouped = argc > 1 && std::strcmp(argv[1], "--grouped") == 0;
+  const bool moe = argc > 1 && std::strcmp(argv[1], "--moe") == 0;
   const std::size_t flush_bytes = 512ull << 20;
   uint4* flush;
   unsigned* sink;
   CHECK(cudaMalloc(&flush, flush_bytes));
   CHECK(cudaMalloc(&sink, 4));
   CHECK(cudaMemset(flush, 1, flush_bytes));
+  if (moe) {  // the MoE layer's gate_up epilogue against the plain store, Qwen3-30B-A3B gate_up
+    for (const int T : {1, 16}) {
+      const int active = T == 1 ? 8 : 82, E = 128, N = 1536, K = 2048;
+      trace_grouped(E, active, 8 * T, N, K, flush, flush_bytes / 16, sink);
+      trace_grouped<quads::nvfp4, false, true>(E, active, 8 * T, N, K, flush, flush_bytes / 16, sink);
+      trace_grouped<quads::nvfp4, true>(E, active, 8 * T, N, K, flush, flush_bytes / 16, sink);
+      trace_grouped<quads::nvfp4, true, true>(E, active, 8 * T, N, K, flush, flush_bytes / 16, sink);
+    }
+    return 0;
+  }
   if (grouped) {  // Qwen3-30B-A3B and DeepSeek-V3 expert GEMMs at T = 1 and T = 16 (top-8)
     const int moe[4][3] = {{128, 1536, 2048}, {128, 2048, 768}, {256, 4096, 7168}, {256, 7168, 2048}};
     for (const auto& m : moe)
