@@ -46,7 +46,20 @@ struct add_lane_node {
   }
 };
 
-static_assert(qe::epilogue_node<clamp_node> && qe::epilogue_node<add_lane_node>);
+//! A fragment node that changes nothing: chained after an element node, it makes the chain hand
+//! whole 16-column fragments to that node's fragment form.
+struct pass_fragment_node {
+  struct arguments {};
+  struct params {};
+  static constexpr params to_params(const arguments&) noexcept { return {}; }
+  template <int W>
+  static constexpr qe::fragment<W> apply(const qe::fragment<W>& f, const params&) noexcept {
+    return f;
+  }
+};
+
+static_assert(qe::epilogue_node<clamp_node> && qe::epilogue_node<add_lane_node> &&
+              qe::epilogue_node<pass_fragment_node>);
 static_assert(qe::epilogue_node<qe::scale_alpha> && qe::epilogue_node<qe::bias<quads::bf16_t>> &&
               qe::epilogue_node<qe::swiglu<>> && qe::epilogue_node<qe::rac_residual> &&
               qe::epilogue_node<qe::store<quads::fp16_t>>);
@@ -88,7 +101,7 @@ TEST_SUITE("gemm.epilogue") {
 
 TEST_CASE("scale_alpha applies per-tensor, per-row, per-column and per-expert scales") {
   auto g = quads_test::rng("gemm.epilogue.alpha");
-  const int M = 5, N = 48;
+  const int M = 5, N = 56;  // 16-column fragments: three whole ones and a tail of 8
   const auto acc = random_acc(g, M, N, false);
   std::vector<quads::tensor_scale> rows(M), cols(N), experts(3), one{{2.0f, 0.5f}};
   std::uniform_real_distribution<float> u(0.01f, 4.0f);
@@ -107,12 +120,18 @@ TEST_CASE("scale_alpha applies per-tensor, per-row, per-column and per-expert sc
                         {one.data(), qe::scale_source::tensor, cols.data(), qe::scale_source::col},
                         {rows.data(), qe::scale_source::row, experts.data(), qe::scale_source::expert},
                         {nullptr, qe::scale_source::none, nullptr, qe::scale_source::none}};
-  for (const mode& md : modes) {
+  for (const mode& md : modes)
+    for (const bool wide : {false, true}) {  // one column per fragment, or 16 (fragment form)
     std::vector<float> out(static_cast<std::size_t>(M) * N);
-    using epi = qe::chain<qe::scale_alpha, qe::store<float>>;
+    using narrow_epi = qe::chain<qe::scale_alpha, qe::store<float>>;
+    using wide_epi = qe::chain<qe::scale_alpha, pass_fragment_node, qe::store<float>>;
+    static_assert(qe::fragment_width<narrow_epi> == 1 && qe::fragment_width<wide_epi> == 16);
     const qe::alpha_source alpha{.alpha = 0.75f, .a = md.a, .a_mode = md.am, .w = md.w,
                                  .w_mode = md.wm, .expert_of_row = expert_of_row};
-    qgr::apply_epilogue<epi>(acc, epi::arguments{alpha, {out.data(), N}});
+    if (wide)
+      qgr::apply_epilogue<wide_epi>(acc, wide_epi::arguments{alpha, {}, {out.data(), N}});
+    else
+      qgr::apply_epilogue<narrow_epi>(acc, narrow_epi::arguments{alpha, {out.data(), N}});
     for (int m = 0; m < M; ++m)
       for (int n = 0; n < N; ++n) {
         float a = 0.75f;
@@ -122,6 +141,7 @@ TEST_CASE("scale_alpha applies per-tensor, per-row, per-column and per-expert sc
         if (md.wm == qe::scale_source::col) a *= md.w[n].decode;
         if (md.wm == qe::scale_source::expert) a *= md.w[expert_of_row[m]].decode;
         const float want = static_cast<float>(acc.acc[acc.index(m, n)]) * a;
+        INFO("wide " << wide << " row " << m << " col " << n);
         REQUIRE(quads_test::same_bits(out[acc.index(m, n)], want));
       }
   }
