@@ -960,8 +960,12 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       stage_store<Lane, Act>(u, act + bufi * buf_slots, res + bufi * buf_slots,
                              c_in_buf * chunk_slots + st_slot);
   };
+  // Which chunks hold a selected block, so that the loop skips the residual buffer's MMAs for
+  // the others. The residual columns need no flags (their MMA is the token tile's own), and the
+  // flag loads would hold each thread's first-fill loads behind a round trip to the slot table.
   auto residual_flags = [&](int first, int count) {  // CTA-local chunks
     if constexpr (T::rac) {
+      if (rac_cols) return;
       for (int c = tid; c < count; c += NT) {
         const int i = first + c;
         const int kb0 = (cta_begin + i) * DL::chunk_k / T::block_size;
