@@ -8,8 +8,9 @@
 //! lanes' 16-byte code copies and 4-byte scale copies, zero-fill for rows beyond N and the tail of
 //! K, the 8-byte path when K % 32 != 0, the byte-wise scale path when K / B % 4 != 0), the read
 //! back (`ring_read`: codes of rows g, g + 8 and the lane's scale bytes read from other lanes'
-//! copies), the activation staging of thread (token tid / 16, octet tid % 16) into the resident
-//! buffer or 4-chunk slabs, the MMAs (from the PTX fragment tables, as decode_emulation.hpp), the
+//! copies), the activation staging of every (token, octet) unit of the staged token slots (the
+//! slots and values the kernel's first fill and slab refills write, not their thread maps) into
+//! the resident buffer or 4-chunk slabs, the MMAs (from the PTX fragment tables, as decode_emulation.hpp), the
 //! C tile each warp writes into its drained ring (`cw[m * 16 + n]`, read back by `c_at`), and the
 //! cluster reduction in split order. RAC with at most 4 tokens uses the kernel's residual columns
 //! (the residual of token n staged as MMA column n + 4; no residual buffer or MMA; columns 4-7

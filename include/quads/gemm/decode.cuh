@@ -945,20 +945,26 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) issue(i);
 
-  // Staging: thread tid handles token tid / 16, octet tid % 16 of every chunk (16 tokens x 16
-  // octets = 256 units per chunk).
-  const int st_n = tid / 16, st_o = tid % 16;
-  const int st_slot = SL::stage_slot(nt, 0, st_n, st_o);
-  const bool st_has_slot = st_n < staged_tokens;
-  auto stage_chunk_load = [&](int i) {  // split-local chunk i (KGroups == 1)
-    const int k = (chunk_begin + i) * DL::chunk_k + 8 * st_o;
-    const bool valid = st_n < tokens && i < nchunks && k < p.K;
-    return stage_load<Lane, Act>(p, slot_table, m0 + st_n, k, valid);
+  // Slab refills (KGroups == 1): thread tid stages slab chunk tid % 4, octet tid / 4 % 16 of
+  // tokens tid / 64 + 4 u (u < batch). A decode call's single token is then one unit for each of
+  // 64 threads in 2 warps; with 16 threads per token (tid / 16) it was 4 serial units of half of
+  // warp 0, which every other warp waited for at the slab barrier.
+  constexpr int rf_units = SL::slab_chunks * 16;     // units of one token per slab
+  constexpr int rf_step = SL::threads / rf_units;    // tokens staged side by side
+  static_assert(SL::threads % rf_units == 0 && rf_step * SL::slab_chunks >= SL::tokens_per_cta,
+                "quads: the slab refill map must cover every token slot");
+  const int rf_c = tid % SL::slab_chunks, rf_o = tid / SL::slab_chunks % 16, rf_n0 = tid / rf_units;
+  auto stage_refill_load = [&](int u, int first) {  // token rf_n0 + rf_step u of the slab at `first`
+    const int n = rf_n0 + rf_step * u;
+    const int k = (chunk_begin + first + rf_c) * DL::chunk_k + 8 * rf_o;
+    const bool valid = n < tokens && first + rf_c < nchunks && k < p.K;
+    return stage_load<Lane, Act>(p, slot_table, m0 + n, k, valid);
   };
-  auto stage_chunk_store = [&](const staged_unit<Act>& u, int c_in_buf, int bufi) {
-    if (st_has_slot)
-      stage_store<Lane, Act>(u, act + bufi * buf_slots, res + bufi * buf_slots,
-                             c_in_buf * chunk_slots + st_slot);
+  auto stage_refill_store = [&](const staged_unit<Act>& su, int u, int bufi) {
+    const int n = rf_n0 + rf_step * u;
+    if (n < staged_tokens)
+      stage_store<Lane, Act>(su, act + bufi * buf_slots, res + bufi * buf_slots,
+                             rf_c * chunk_slots + SL::stage_slot(nt, 0, n, rf_o));
   };
   // Which chunks hold a selected block, so that the loop skips the residual buffer's MMAs for
   // the others. The residual columns need no flags (their MMA is the token tile's own), and the
@@ -1026,7 +1032,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     const bool next = !resident && s + 1 < nslabs;
     if (next) {
 #pragma unroll
-      for (int u = 0; u < batch; ++u) pre[u] = stage_chunk_load((s + 1) * SL::slab_chunks + u);
+      for (int u = 0; u < batch; ++u) pre[u] = stage_refill_load(u, (s + 1) * SL::slab_chunks);
     }
     const uint4* a_buf = act + buf * buf_slots;
     const uint4* r_buf = res + buf * buf_slots;
@@ -1093,7 +1099,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       residual_flags(first, min(SL::slab_chunks, nchunks - first));
 #pragma unroll
       for (int u = 0; u < batch; ++u)
-        if (first + u < nchunks) stage_chunk_store(pre[u], u, buf ^ 1);
+        stage_refill_store(pre[u], u, buf ^ 1);
     }
     if (!resident) __syncthreads();
   }
