@@ -128,6 +128,7 @@ void register_quantize_suite() {
     add_quantize<nv_given_rcp, swizzled_128x4, bf16>("nvfp4_swizzled_given_rcp", s);
   }
   // Register-budget variants of the turbo kernels at the criterion size.
+  add_turbo_variants<0, 3>({1, 8192, 8192}); // QDQ at the previous default (3 CTAs)
   add_turbo_variants<0, 4>({1, 8192, 8192});
   add_turbo_variants<5, 2>({1, 8192, 8192});
   add_turbo_variants<6, 3>({1, 8192, 8192});

@@ -767,9 +767,10 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
   float* r_amax = args.workspace != nullptr ? args.workspace + n_scales : nullptr;
   ::quads::kernels::tensor_shape shape{1, rows, K, stride, 0};
   if constexpr (F::has_tensor_scale && O.global == global_scale::per_tensor) {
-    if (const cudaError_t e = cudaMemsetAsync(x_amax, 0, sizeof(float), stream); e != cudaSuccess)
-      return kd::fail(cudaGetErrorString(e), e);
-    kd::enqueue_tensor_amax(x, shape, x_amax, stream);
+    // the amax pass of `tensor_amax` (memset + kernel, or one kernel for a one-CTA tensor)
+    if (const cudaError_t e = ::quads::kernels::tensor_amax(x, shape, x_amax, stream);
+        e != cudaSuccess)
+      return e;
   } else if constexpr (per_row) {
     if (const cudaError_t e = ::quads::kernels::row_amax(x, shape, x_amax, stream);
         e != cudaSuccess)
@@ -968,9 +969,9 @@ cudaError_t accumulate_statistics(const T* x, int rows, const device_statistics&
   float* amax = part_max + static_cast<std::size_t>(chunks) * K;
   ::quads::kernels::tensor_shape shape{1, rows, K, stride, 0};
   if constexpr (F::has_tensor_scale && O.global == global_scale::per_tensor) {
-    if (const cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), stream); e != cudaSuccess)
-      return kd::fail(cudaGetErrorString(e), e);
-    kd::enqueue_tensor_amax(x, shape, amax, stream);
+    if (const cudaError_t e = ::quads::kernels::tensor_amax(x, shape, amax, stream);
+        e != cudaSuccess)
+      return e;
   } else if constexpr (F::has_tensor_scale && O.global == global_scale::per_row) {
     if (const cudaError_t e = ::quads::kernels::row_amax(x, shape, amax, stream); e != cudaSuccess)
       return e;

@@ -140,8 +140,9 @@ struct const_quantized_view {
 
 //! Where the second-level scale comes from, per `Quantizer::options.global` (two-level schemes):
 //! - `per_tensor`: computed; `amax_workspace` must hold `experts` floats of device memory, which
-//!   the launcher zeroes (`cudaMemsetAsync`) and fills with each expert's amax (an amax pass,
-//!   then the quantize pass converts amax -> scale with `make_tensor_scale`);
+//!   the amax pass (`tensor_amax`: zeroed with `cudaMemsetAsync` unless one CTA covers an
+//!   expert) fills with each expert's amax, then the quantize pass converts amax -> scale with
+//!   `make_tensor_scale`;
 //! - `per_row`: computed in the same kernel (one CTA per row), no workspace;
 //! - `given`: `given` points to `given_count` (1, or `experts`) device `tensor_scale`s.
 //! `seed` keys the Philox generator of stochastic rounding (block index as in the reference).

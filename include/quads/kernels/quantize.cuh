@@ -570,8 +570,15 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
         prefetch_l1(xe + r0 * row_stride + static_cast<std::int64_t>(k0) * B);
       }
     }
-    tc = make_turbo_ctx<Quantizer>(ts, turbo_tab);
   }
+  // the swizzled padding first: independent of the data, it runs while the tensor scale and
+  // the first lines are in flight instead of after the last store (small calls' latency)
+  if constexpr (Sink::pads) {
+    const std::uint32_t n = sink.pad_count();
+    for (std::uint32_t i = first; i < n; i += stride)
+      sink.pad(e, i);
+  }
+  if constexpr (turbo) tc = make_turbo_ctx<Quantizer>(ts, turbo_tab);
   for (std::uint32_t u = first; u < total; u += U * stride) {
     raw_block<T, B> raw[U];
     std::uint32_t row[U], kb[U];
@@ -621,11 +628,6 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
       if (j == 0 || u + j * stride < total)
         sink.put(e, static_cast<int>(row[j]), static_cast<int>(kb[j]), q[j], ts);
   }
-  if constexpr (Sink::pads) {
-    const std::uint32_t n = sink.pad_count();
-    for (std::uint32_t i = first; i < n; i += stride)
-      sink.pad(e, i);
-  }
 }
 
 //! The block kernel (see `block_kernel_body`).
@@ -638,9 +640,10 @@ __global__ void __launch_bounds__(block_threads)
                                               sink, seed);
 }
 
-//! The block kernel for the turbo path, asking for 3 resident CTAs per SM: its QDQ wanted 99
-//! registers (2 CTAs of 256 threads). A separate kernel because the same bound made ptxas spend
-//! more registers on the other instantiations (fp32 input 40 -> 67, MXFP4 63 -> 112).
+//! The block kernel for the turbo path with a resident-CTA request (`enqueue_block` asks for 2 by
+//! default: QDQ measured faster with 2 CTAs of 125 registers than with 3 of 80). A separate
+//! kernel because a bound made ptxas spend more registers on the other instantiations (fp32
+//! input 40 -> 67, MXFP4 63 -> 112).
 template <class Quantizer, class T, class Sink, int MinBlocks = 3>
 __global__ void __launch_bounds__(block_threads, MinBlocks)
     block_kernel_turbo(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
@@ -958,7 +961,10 @@ inline void enqueue_row(const Producer& p, const tensor_shape& s, int padded_row
 //! Enqueues the block kernel (or the pair kernel). `PairMinBlocks` / `TurboMinBlocks`: resident
 //! CTAs per SM asked of ptxas for the pair kernel / the turbo block kernel (benchmark variants;
 //! 0: no request, which is not the same as 1: ptxas then caps registers by its own heuristic).
-template <class Quantizer, int PairMinBlocks = 0, int TurboMinBlocks = 3, class T, class Sink>
+//! The turbo block kernel asks for 2 CTAs (125 registers): QDQ at 8192 x 8192 bf16 took 71.7 /
+//! 71.9 us with 2 against 74.2 / 74.3 us with 3 (87.8 / 87.7 % against 84.8 / 84.9 % of copy
+//! bandwidth, H200 runs of 2026-11-30 07:50 and 08:08 UTC; docs/benchmarks.md).
+template <class Quantizer, int PairMinBlocks = 0, int TurboMinBlocks = 2, class T, class Sink>
 inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<Quantizer>& src,
                           const Sink& sink, std::uint64_t seed, cudaStream_t stream) {
   constexpr int B = Quantizer::block_size;
@@ -1009,10 +1015,9 @@ inline cudaError_t dispatch_plain(const T* x, const tensor_shape& s, const scale
                                               args.seed, stream);
   } else {
     if constexpr (F::has_tensor_scale && O.global == global_scale::per_tensor) {
-      const cudaError_t e = cudaMemsetAsync(
-          args.amax_workspace, 0, sizeof(float) * static_cast<std::size_t>(s.experts), stream);
-      if (e != cudaSuccess) return fail(cudaGetErrorString(e), e);
-      enqueue_tensor_amax(x, s, args.amax_workspace, stream);
+      // the amax pass (no memset when one CTA covers an expert)
+      const cudaError_t e = ::quads::kernels::tensor_amax(x, s, args.amax_workspace, stream);
+      if (e != cudaSuccess) return e;
     }
     enqueue_block<Quantizer>(x, s, src, sink, args.seed, stream);
   }
@@ -1030,7 +1035,8 @@ inline cudaError_t dispatch_plain(const T* x, const tensor_shape& s, const scale
 //! `expert_stride * sizeof(T)` multiples of 16 bytes; `out.data` aligned to `block_size / 2`
 //! bytes; swizzled `out.scales` 4-byte aligned; `rows * cols` per expert < 2^31;
 //! `experts <= 65535`. Empty tensors (rows or cols 0) enqueue nothing.
-//! Launches: given / none: 1 kernel; per_row: 1 kernel; per_tensor: memset + 2 kernels.
+//! Launches: given / none: 1 kernel; per_row: 1 kernel; per_tensor: memset + 2 kernels (the
+//! amax pass as in `tensor_amax`: no memset when one CTA covers an expert).
 template <class Quantizer, scale_layout Layout = linear_scales, class T>
 cudaError_t quantize(const T* x, const tensor_shape& shape, const quantized_view& out,
                      const scale_args& args = {}, cudaStream_t stream = nullptr) {
