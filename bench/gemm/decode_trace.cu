@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace qe = quads::epilogue;
@@ -144,46 +145,69 @@ void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flus
   CHECK(cudaEventDestroy(e1));
 }
 
+//! The operands of one traced call: weight codes / scales (`w_code_bytes` code bytes, constant
+//! bytes: the timing does not depend on them), `rows` activation rows of `Ka` columns, a RAC slot
+//! table over K selecting every other block, unit tensor scales, the bf16 output and the
+//! workspace. Freed on destruction.
+struct trace_operands {
+  void *wd = nullptr, *wsc = nullptr, *ad = nullptr, *asc = nullptr, *ts = nullptr, *y = nullptr,
+       *ws = nullptr;
+  int* slot = nullptr;
+  trace_operands(std::size_t w_code_bytes, int rows, int K, int Ka, int N, std::size_t ws_bytes) {
+    CHECK(cudaMalloc(&wd, w_code_bytes));
+    CHECK(cudaMalloc(&wsc, w_code_bytes / 8));
+    CHECK(cudaMalloc(&ad, static_cast<std::size_t>(rows) * Ka / 2));
+    CHECK(cudaMalloc(&asc, static_cast<std::size_t>(rows) * Ka / 16));
+    CHECK(cudaMalloc(&slot, sizeof(int) * (K / 16)));
+    std::vector<int> h(K / 16, -1);
+    for (int kb = 0, j = 0; kb < K / 16; kb += 2) h[kb] = j++;
+    CHECK(cudaMemcpy(slot, h.data(), sizeof(int) * h.size(), cudaMemcpyHostToDevice));
+    CHECK(cudaMalloc(&ts, 2 * sizeof(quads::tensor_scale)));
+    CHECK(cudaMalloc(&y, static_cast<std::size_t>(rows) * N * 2));
+    CHECK(cudaMalloc(&ws, std::max<std::size_t>(ws_bytes, 16)));
+    CHECK(cudaMemset(wd, 0x5a, w_code_bytes));
+    CHECK(cudaMemset(wsc, 0x38, w_code_bytes / 8));
+    CHECK(cudaMemset(ad, 0x21, static_cast<std::size_t>(rows) * Ka / 2));
+    CHECK(cudaMemset(asc, 0x38, static_cast<std::size_t>(rows) * Ka / 16));
+    const quads::tensor_scale one[2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
+    CHECK(cudaMemcpy(ts, one, sizeof one, cudaMemcpyHostToDevice));
+  }
+  trace_operands(const trace_operands&) = delete;
+  trace_operands& operator=(const trace_operands&) = delete;
+  ~trace_operands() {
+    for (void* q : {wd, wsc, ad, asc, ts, y, ws, static_cast<void*>(slot)}) cudaFree(q);
+  }
+  const quads::tensor_scale* scales() const { return static_cast<const quads::tensor_scale*>(ts); }
+  //! The store epilogue's arguments: alpha from the two unit scales, bf16 output of N columns.
+  epi::arguments store_args(int N) const {
+    return {{.a = scales(), .a_mode = qe::scale_source::tensor, .w = scales() + 1,
+             .w_mode = qe::scale_source::tensor},
+            {static_cast<__nv_bfloat16*>(y), N}};
+  }
+  template <class Act>
+  Act activations(int K) const {
+    Act a{static_cast<const std::uint8_t*>(ad), static_cast<const std::uint8_t*>(asc)};
+    if constexpr (std::is_same_v<Act, qg::rac_activations<quads::nvfp4>>) {
+      a.slot = slot;
+      a.selected = K / 2;
+    }
+    return a;
+  }
+};
+
 template <class WF, class Tuning = qg::stream_tuning<>, bool Rac = false>
 void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, unsigned* sink,
                  int splits = 0) {
   const int Ka = Rac ? K + K / 2 : K;  // RAC 50 %: every other block selected
   const int sms = quads::kernels::detail::sm_count();
   const auto plan = qg::plan_decode(M, N, K, false, {splits, qg::reduction::deterministic}, sms);
-  void *wd, *wsc, *ad, *asc, *ts, *y, *ws;
-  CHECK(cudaMalloc(&wd, static_cast<std::size_t>(N) * K / 2));
-  CHECK(cudaMalloc(&wsc, static_cast<std::size_t>(N) * K / 16));
-  CHECK(cudaMalloc(&ad, static_cast<std::size_t>(M) * Ka / 2));
-  CHECK(cudaMalloc(&asc, static_cast<std::size_t>(M) * Ka / 16));
-  int* slot;
-  CHECK(cudaMalloc(&slot, sizeof(int) * (K / 16)));
-  {
-    std::vector<int> h(K / 16, -1);
-    for (int kb = 0, j = 0; kb < K / 16; kb += 2) h[kb] = j++;
-    CHECK(cudaMemcpy(slot, h.data(), sizeof(int) * h.size(), cudaMemcpyHostToDevice));
-  }
-  CHECK(cudaMalloc(&ts, 2 * sizeof(quads::tensor_scale)));
-  CHECK(cudaMalloc(&y, static_cast<std::size_t>(M) * N * 2));
-  CHECK(cudaMalloc(&ws, std::max<std::size_t>(plan.workspace_bytes, 16)));
-  CHECK(cudaMemset(wd, 0x5a, static_cast<std::size_t>(N) * K / 2));
-  CHECK(cudaMemset(wsc, 0x38, static_cast<std::size_t>(N) * K / 16));
-  CHECK(cudaMemset(ad, 0x21, static_cast<std::size_t>(M) * Ka / 2));
-  CHECK(cudaMemset(asc, 0x38, static_cast<std::size_t>(M) * Ka / 16));
-  const quads::tensor_scale one[2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
-  CHECK(cudaMemcpy(ts, one, sizeof one, cudaMemcpyHostToDevice));
-  const auto* tsp = static_cast<const quads::tensor_scale*>(ts);
-  const qe::alpha_source alpha{.a = tsp, .a_mode = qe::scale_source::tensor, .w = tsp + 1,
-                               .w_mode = qe::scale_source::tensor};
-  const epi::arguments ea{alpha, {static_cast<__nv_bfloat16*>(y), N}};
-  const qg::fp4_weights<WF> w{static_cast<const std::uint8_t*>(wd),
-                              static_cast<const std::uint8_t*>(wsc)};
+  const trace_operands o(static_cast<std::size_t>(N) * K / 2, M, K, Ka, N, plan.workspace_bytes);
+  const epi::arguments ea = o.store_args(N);
+  const qg::fp4_weights<WF> w{static_cast<const std::uint8_t*>(o.wd),
+                              static_cast<const std::uint8_t*>(o.wsc)};
   using Act = std::conditional_t<Rac, qg::rac_activations<quads::nvfp4>,
                                  qg::fp4_activations<quads::nvfp4>>;
-  Act a{static_cast<const std::uint8_t*>(ad), static_cast<const std::uint8_t*>(asc)};
-  if constexpr (Rac) {
-    a.slot = slot;
-    a.selected = K / 2;
-  }
+  const Act a = o.activations<Act>(K);
   using Lane = std::conditional_t<qg::is_pair_coded<qg::value_format_t<WF>> ||
                                        qg::is_pair_coded<WF> ||
                                        std::is_same_v<WF, qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>>,
@@ -196,10 +220,8 @@ void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, u
                                        : (qg::is_pair_coded<WF> ? "pair" : "plain"),
                 Tuning::stages, int(Tuning::dual_acc), (std::to_string(N) + "x" + std::to_string(K)).c_str(),
                 M, plan.splits, plan.chunks_per_split, ctas);
-  trace_calls([&] { return qg::decode_gemm<Lane, epi, WF, Act, Tuning>(plan, w, a, ea, ws, nullptr); },
+  trace_calls([&] { return qg::decode_gemm<Lane, epi, WF, Act, Tuning>(plan, w, a, ea, o.ws, nullptr); },
               ctas, flush, flush_n, sink, label);
-  for (void* p : {wd, wsc, ad, asc, ts, y, ws, static_cast<void*>(slot)})
-    CHECK(cudaFree(p));
 }
 
 //! A grouped call (quads/gemm/grouped.cuh) at MoE decode routings: `rows` rows over `active` of
@@ -214,33 +236,13 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
   for (int i = 0; i < rows; ++i) per[static_cast<std::size_t>((i % active) * (E / active))] += 1;
   std::vector<int> offsets{0};
   for (int e = 0; e < E; ++e) offsets.push_back(offsets.back() + per[static_cast<std::size_t>(e)]);
-  const std::size_t wb = static_cast<std::size_t>(N) * K / 2 * E, sb = wb / 8;
-  void *wd, *wsc, *ad, *asc, *ts, *y, *ws, *off, *slot;
-  CHECK(cudaMalloc(&wd, wb));
-  CHECK(cudaMalloc(&wsc, sb));
-  CHECK(cudaMalloc(&ad, static_cast<std::size_t>(rows) * Ka / 2));
-  CHECK(cudaMalloc(&asc, static_cast<std::size_t>(rows) * Ka / 16));
+  const trace_operands o(static_cast<std::size_t>(N) * K / 2 * E, rows, K, Ka, N,
+                         plan.workspace_bytes);
+  void* off;
   CHECK(cudaMalloc(&off, sizeof(int) * offsets.size()));
-  CHECK(cudaMalloc(&slot, sizeof(int) * (K / 16)));
-  {
-    std::vector<int> h(K / 16, -1);
-    for (int kb = 0, j = 0; kb < K / 16; kb += 2) h[kb] = j++;
-    CHECK(cudaMemcpy(slot, h.data(), sizeof(int) * h.size(), cudaMemcpyHostToDevice));
-  }
   CHECK(cudaMemcpy(off, offsets.data(), sizeof(int) * offsets.size(), cudaMemcpyHostToDevice));
-  CHECK(cudaMalloc(&ts, 2 * sizeof(quads::tensor_scale)));
-  CHECK(cudaMalloc(&y, static_cast<std::size_t>(rows) * N * 2));
-  CHECK(cudaMalloc(&ws, std::max<std::size_t>(plan.workspace_bytes, 16)));
-  CHECK(cudaMemset(wd, 0x5a, wb));
-  CHECK(cudaMemset(wsc, 0x38, sb));
-  CHECK(cudaMemset(ad, 0x21, static_cast<std::size_t>(rows) * Ka / 2));
-  CHECK(cudaMemset(asc, 0x38, static_cast<std::size_t>(rows) * Ka / 16));
-  const quads::tensor_scale one[2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
-  CHECK(cudaMemcpy(ts, one, sizeof one, cudaMemcpyHostToDevice));
-  const auto* tsp = static_cast<const quads::tensor_scale*>(ts);
-  const qe::alpha_source alpha{.a = tsp, .a_mode = qe::scale_source::tensor, .w = tsp + 1,
-                               .w_mode = qe::scale_source::tensor};
-  const epi::arguments ea{alpha, {static_cast<__nv_bfloat16*>(y), N}};
+  const auto* tsp = o.scales();
+  const epi::arguments ea = o.store_args(N);
   // MoeEpi: the MoE layer's gate_up epilogue (alpha, SwiGLU, quantize h to NVFP4 with RAC 50 %
   // residual blocks when Rac: a slot table per expert) into h / hs
   const int I = N / 2, nkb_i = I / 16;
@@ -268,17 +270,13 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
       {static_cast<std::uint8_t*>(h), static_cast<std::uint8_t*>(hs), tsp, qe::scale_source::tensor,
        static_cast<const int*>(eor), Rac ? static_cast<const int*>(dslot) : nullptr,
        Rac ? I / 2 : 0, rows, I, 0}};
-  const qg::fp4_expert_weights<WF> w{static_cast<const std::uint8_t*>(wd),
-                                     static_cast<const std::uint8_t*>(wsc), E};
+  const qg::fp4_expert_weights<WF> w{static_cast<const std::uint8_t*>(o.wd),
+                                     static_cast<const std::uint8_t*>(o.wsc), E};
   constexpr bool pair = std::is_same_v<WF, qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>>;
   using Lane = std::conditional_t<pair, qg::fp16_lane, qg::bf16_lane>;
   using Act = std::conditional_t<Rac, qg::rac_activations<quads::nvfp4>,
                                  qg::fp4_activations<quads::nvfp4>>;
-  Act a{static_cast<const std::uint8_t*>(ad), static_cast<const std::uint8_t*>(asc)};
-  if constexpr (Rac) {
-    a.slot = static_cast<const int*>(slot);
-    a.selected = K / 2;
-  }
+  const Act a = o.activations<Act>(K);
   const int ctas = plan.splits * ((N + 127) / 128) * plan.stream_m_tiles;
   char label[256];
   std::snprintf(label, sizeof label,
@@ -288,11 +286,12 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
                 plan.chunks_per_split, ctas, active * (N * (K / 2.0 + K / 16.0)) * 1e-6);
   trace_calls([&] {
     if constexpr (MoeEpi)
-      return qg::grouped_gemm<Lane, moe_epi>(plan, w, a, static_cast<const int*>(off), me, ws, nullptr);
+      return qg::grouped_gemm<Lane, moe_epi>(plan, w, a, static_cast<const int*>(off), me, o.ws,
+                                             nullptr);
     else
-      return qg::grouped_gemm<Lane, epi>(plan, w, a, static_cast<const int*>(off), ea, ws, nullptr);
+      return qg::grouped_gemm<Lane, epi>(plan, w, a, static_cast<const int*>(off), ea, o.ws, nullptr);
   }, ctas, flush, flush_n, sink, label);
-  for (void* q : {wd, wsc, ad, asc, ts, y, ws, off, slot, h, hs, eor, dslot}) CHECK(cudaFree(q));
+  for (void* q : {off, h, hs, eor, dslot}) CHECK(cudaFree(q));
 }
 
 } // namespace

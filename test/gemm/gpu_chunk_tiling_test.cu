@@ -51,6 +51,19 @@ struct weights {
   }
 };
 
+//! Every element of `tiled` has the bits of `untiled`, and the output is not all zero.
+void check_same_bits(const std::vector<float>& untiled, const std::vector<float>& tiled) {
+  bool nonzero = false;
+  for (std::size_t i = 0; i < untiled.size(); ++i) {
+    std::uint32_t b0, b1;
+    std::memcpy(&b0, &untiled[i], 4);
+    std::memcpy(&b1, &tiled[i], 4);
+    if (b0 != b1) FAIL("element " << i << ": untiled " << untiled[i] << " tiled " << tiled[i]);
+    nonzero = nonzero || untiled[i] != 0.0f;
+  }
+  CHECK(nonzero);
+}
+
 template <class Lane, class B, class Act>
 void compare(const shape& s, const weights<B>& w, const Act& a, const quads::tensor_scale* ts,
              const std::string& what) {
@@ -72,15 +85,7 @@ void compare(const shape& s, const weights<B>& w, const Act& a, const quads::ten
     qt::sync_ok();
     const auto h0 = y0.download(y0.n), h1 = y1.download(y1.n);
     INFO(what << " M=" << s.M << " N=" << s.N << " K=" << s.K << " splits=" << plan.splits);
-    bool nonzero = false;
-    for (std::size_t i = 0; i < h0.size(); ++i) {
-      std::uint32_t b0, b1;
-      std::memcpy(&b0, &h0[i], 4);
-      std::memcpy(&b1, &h1[i], 4);
-      if (b0 != b1) FAIL("element " << i << ": untiled " << h0[i] << " tiled " << h1[i]);
-      nonzero = nonzero || h0[i] != 0.0f;
-    }
-    CHECK(nonzero);
+    check_same_bits(h0, h1);
   }
 }
 
@@ -155,15 +160,7 @@ void grouped_tiled_cases(const char* name) {
         const auto h0 = y0.download(y0.n), h1 = y1.download(y1.n);
         INFO(what << " tile rows " << rc.tile << " rows " << off.back() << " splits "
                   << plan.splits);
-        bool nonzero = false;
-        for (std::size_t i = 0; i < h0.size(); ++i) {
-          std::uint32_t b0, b1;
-          std::memcpy(&b0, &h0[i], 4);
-          std::memcpy(&b1, &h1[i], 4);
-          if (b0 != b1) FAIL("element " << i << ": untiled " << h0[i] << " tiled " << h1[i]);
-          nonzero = nonzero || h0[i] != 0.0f;
-        }
-        CHECK(nonzero);
+        check_same_bits(h0, h1);
       }
     };
     const auto aq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, max_rows, K), max_rows, K);
