@@ -7,8 +7,9 @@
 //!        warp, the two cluster barriers of the split-K reduction, epilogue done), runs one call
 //!        per shape after an L2 sweep, and prints per-phase times over the CTAs.
 //!
-//! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled | --rac | --grouped | --moe]   (exits 77 without a GPU). The numbers are of a single
-//! cold call with the stamps' own stores included; use quads_bench_gemm for timings.
+//! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled | --rac | --grouped | --moe]
+//! (exits 77 without a GPU). The numbers are of a single cold call with the stamps' own stores
+//! included; use quads_bench_gemm for timings.
 #define QUADS_DECODE_TRACE 1
 
 #include <quads/gemm/decode.cuh>
@@ -85,7 +86,8 @@ void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flus
   }
   CHECK(cudaMemcpyToSymbol(qg::detail::decode_trace_buffer, &none, sizeof buf));
   CHECK(cudaEventRecord(e0));
-  for (int i = 0; i < 10; ++i) CHECK(launch());
+  for (int i = 0; i < 10; ++i)
+    CHECK(launch());
   CHECK(cudaEventRecord(e1));
   CHECK(cudaEventSynchronize(e1));
   CHECK(cudaEventElapsedTime(&ms_hot, e0, e1));
@@ -93,7 +95,7 @@ void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flus
   CHECK(cudaMemcpy(h.data(), buf, h.size() * 8, cudaMemcpyDeviceToHost));
   unsigned long long t0 = ~0ull, tend = 0;
   for (int c = 0; c < ctas; ++c) {
-    if (h[32ull * c + 12] == 0) continue;  // a grouped m-tile slot without work
+    if (h[32ull * c + 12] == 0) continue; // a grouped m-tile slot without work
     t0 = std::min(t0, h[32ull * c + 0]);
     tend = std::max(tend, h[32ull * c + 12]);
   }
@@ -160,7 +162,8 @@ struct trace_operands {
     CHECK(cudaMalloc(&asc, static_cast<std::size_t>(rows) * Ka / 16));
     CHECK(cudaMalloc(&slot, sizeof(int) * (K / 16)));
     std::vector<int> h(K / 16, -1);
-    for (int kb = 0, j = 0; kb < K / 16; kb += 2) h[kb] = j++;
+    for (int kb = 0, j = 0; kb < K / 16; kb += 2)
+      h[kb] = j++;
     CHECK(cudaMemcpy(slot, h.data(), sizeof(int) * h.size(), cudaMemcpyHostToDevice));
     CHECK(cudaMalloc(&ts, 2 * sizeof(quads::tensor_scale)));
     CHECK(cudaMalloc(&y, static_cast<std::size_t>(rows) * N * 2));
@@ -175,12 +178,15 @@ struct trace_operands {
   trace_operands(const trace_operands&) = delete;
   trace_operands& operator=(const trace_operands&) = delete;
   ~trace_operands() {
-    for (void* q : {wd, wsc, ad, asc, ts, y, ws, static_cast<void*>(slot)}) cudaFree(q);
+    for (void* q : {wd, wsc, ad, asc, ts, y, ws, static_cast<void*>(slot)})
+      cudaFree(q);
   }
   const quads::tensor_scale* scales() const { return static_cast<const quads::tensor_scale*>(ts); }
   //! The store epilogue's arguments: alpha from the two unit scales, bf16 output of N columns.
   epi::arguments store_args(int N) const {
-    return {{.a = scales(), .a_mode = qe::scale_source::tensor, .w = scales() + 1,
+    return {{.a = scales(),
+             .a_mode = qe::scale_source::tensor,
+             .w = scales() + 1,
              .w_mode = qe::scale_source::tensor},
             {static_cast<__nv_bfloat16*>(y), N}};
   }
@@ -198,44 +204,48 @@ struct trace_operands {
 template <class WF, class Tuning = qg::stream_tuning<>, bool Rac = false>
 void trace_shape(int M, int N, int K, const uint4* flush, std::size_t flush_n, unsigned* sink,
                  int splits = 0) {
-  const int Ka = Rac ? K + K / 2 : K;  // RAC 50 %: every other block selected
+  const int Ka = Rac ? K + K / 2 : K; // RAC 50 %: every other block selected
   const int sms = quads::kernels::detail::sm_count();
   const auto plan = qg::plan_decode(M, N, K, false, {splits, qg::reduction::deterministic}, sms);
   const trace_operands o(static_cast<std::size_t>(N) * K / 2, M, K, Ka, N, plan.workspace_bytes);
   const epi::arguments ea = o.store_args(N);
   const qg::fp4_weights<WF> w{static_cast<const std::uint8_t*>(o.wd),
                               static_cast<const std::uint8_t*>(o.wsc)};
-  using Act = std::conditional_t<Rac, qg::rac_activations<quads::nvfp4>,
-                                 qg::fp4_activations<quads::nvfp4>>;
+  using Act =
+      std::conditional_t<Rac, qg::rac_activations<quads::nvfp4>, qg::fp4_activations<quads::nvfp4>>;
   const Act a = o.activations<Act>(K);
-  using Lane = std::conditional_t<qg::is_pair_coded<qg::value_format_t<WF>> ||
-                                       qg::is_pair_coded<WF> ||
-                                       std::is_same_v<WF, qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>>,
-                                   qg::fp16_lane, qg::bf16_lane>;
+  using Lane =
+      std::conditional_t<qg::is_pair_coded<qg::value_format_t<WF>> || qg::is_pair_coded<WF> ||
+                             std::is_same_v<WF, qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>>,
+                         qg::fp16_lane, qg::bf16_lane>;
   const int ctas = plan.splits * ((N + 127) / 128) * ((M + 15) / 16);
   char label[256];
-  std::snprintf(label, sizeof label, "%s%s S=%d dual=%d %-12s M=%-2d splits=%d chunks/split=%d ctas=%d",
-                Rac ? "rac50 " : "",
-                qg::is_chunk_tiled<WF> ? (std::is_same_v<Lane, qg::fp16_lane> ? "tiled-pair" : "tiled")
-                                       : (qg::is_pair_coded<WF> ? "pair" : "plain"),
-                Tuning::stages, int(Tuning::dual_acc), (std::to_string(N) + "x" + std::to_string(K)).c_str(),
-                M, plan.splits, plan.chunks_per_split, ctas);
-  trace_calls([&] { return qg::decode_gemm<Lane, epi, WF, Act, Tuning>(plan, w, a, ea, o.ws, nullptr); },
-              ctas, flush, flush_n, sink, label);
+  std::snprintf(
+      label, sizeof label, "%s%s S=%d dual=%d %-12s M=%-2d splits=%d chunks/split=%d ctas=%d",
+      Rac ? "rac50 " : "",
+      qg::is_chunk_tiled<WF> ? (std::is_same_v<Lane, qg::fp16_lane> ? "tiled-pair" : "tiled")
+                             : (qg::is_pair_coded<WF> ? "pair" : "plain"),
+      Tuning::stages, int(Tuning::dual_acc), (std::to_string(N) + "x" + std::to_string(K)).c_str(),
+      M, plan.splits, plan.chunks_per_split, ctas);
+  trace_calls(
+      [&] { return qg::decode_gemm<Lane, epi, WF, Act, Tuning>(plan, w, a, ea, o.ws, nullptr); },
+      ctas, flush, flush_n, sink, label);
 }
 
 //! A grouped call (quads/gemm/grouped.cuh) at MoE decode routings: `rows` rows over `active` of
 //! `E` experts (spread over [0, E), one row each first), plain W4A4 or RAC 50 % (shared scale,
 //! one slot table), with the plain store epilogue (the layer's epilogues are not traced here).
 template <class WF = quads::nvfp4, bool Rac = false, bool MoeEpi = false>
-void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush, std::size_t flush_n,
-                   unsigned* sink) {
+void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush,
+                   std::size_t flush_n, unsigned* sink) {
   const int Ka = Rac ? K + K / 2 : K;
   const auto plan = qg::plan_grouped(rows, N, K, E, false, {}, quads::kernels::detail::sm_count());
   std::vector<int> per(static_cast<std::size_t>(E), 0);
-  for (int i = 0; i < rows; ++i) per[static_cast<std::size_t>((i % active) * (E / active))] += 1;
+  for (int i = 0; i < rows; ++i)
+    per[static_cast<std::size_t>((i % active) * (E / active))] += 1;
   std::vector<int> offsets{0};
-  for (int e = 0; e < E; ++e) offsets.push_back(offsets.back() + per[static_cast<std::size_t>(e)]);
+  for (int e = 0; e < E; ++e)
+    offsets.push_back(offsets.back() + per[static_cast<std::size_t>(e)]);
   const trace_operands o(static_cast<std::size_t>(N) * K / 2 * E, rows, K, Ka, N,
                          plan.workspace_bytes);
   void* off;
@@ -254,44 +264,55 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
   {
     std::vector<int> er;
     for (int e = 0; e < E; ++e)
-      for (int i = 0; i < per[static_cast<std::size_t>(e)]; ++i) er.push_back(e);
+      for (int i = 0; i < per[static_cast<std::size_t>(e)]; ++i)
+        er.push_back(e);
     CHECK(cudaMemcpy(eor, er.data(), sizeof(int) * er.size(), cudaMemcpyHostToDevice));
     std::vector<int> ds(static_cast<std::size_t>(E) * nkb_i, -1);
     for (int e = 0; e < E; ++e)
-      for (int b = e % 2, j = 0; b < nkb_i; b += 2) ds[static_cast<std::size_t>(e) * nkb_i + b] = j++;
+      for (int b = e % 2, j = 0; b < nkb_i; b += 2)
+        ds[static_cast<std::size_t>(e) * nkb_i + b] = j++;
     CHECK(cudaMemcpy(dslot, ds.data(), sizeof(int) * ds.size(), cudaMemcpyHostToDevice));
   }
   using moe_epi = quads::moe::gate_up_fp4_epilogue;
-  const moe_epi::arguments me{
-      {.a = tsp, .a_mode = qe::scale_source::tensor, .w = tsp + 1,
-       .w_mode = qe::scale_source::tensor, .expert_of_row = static_cast<const int*>(eor)},
-      {},
-      {nullptr, I},
-      {static_cast<std::uint8_t*>(h), static_cast<std::uint8_t*>(hs), tsp, qe::scale_source::tensor,
-       static_cast<const int*>(eor), Rac ? static_cast<const int*>(dslot) : nullptr,
-       Rac ? I / 2 : 0, rows, I, 0}};
+  const moe_epi::arguments me{{.a = tsp,
+                               .a_mode = qe::scale_source::tensor,
+                               .w = tsp + 1,
+                               .w_mode = qe::scale_source::tensor,
+                               .expert_of_row = static_cast<const int*>(eor)},
+                              {},
+                              {nullptr, I},
+                              {static_cast<std::uint8_t*>(h), static_cast<std::uint8_t*>(hs), tsp,
+                               qe::scale_source::tensor, static_cast<const int*>(eor),
+                               Rac ? static_cast<const int*>(dslot) : nullptr, Rac ? I / 2 : 0,
+                               rows, I, 0}};
   const qg::fp4_expert_weights<WF> w{static_cast<const std::uint8_t*>(o.wd),
                                      static_cast<const std::uint8_t*>(o.wsc), E};
   constexpr bool pair = std::is_same_v<WF, qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>>;
   using Lane = std::conditional_t<pair, qg::fp16_lane, qg::bf16_lane>;
-  using Act = std::conditional_t<Rac, qg::rac_activations<quads::nvfp4>,
-                                 qg::fp4_activations<quads::nvfp4>>;
+  using Act =
+      std::conditional_t<Rac, qg::rac_activations<quads::nvfp4>, qg::fp4_activations<quads::nvfp4>>;
   const Act a = o.activations<Act>(K);
   const int ctas = plan.splits * ((N + 127) / 128) * plan.stream_m_tiles;
   char label[256];
   std::snprintf(label, sizeof label,
                 "grouped %s%s%sE=%d active=%d rows=%d %dx%d tile_rows=%d splits=%d chunks/split=%d "
                 "grid=%d (weights %.1f MB)",
-                MoeEpi ? "moe-gate_up-epilogue " : "", Rac ? "rac50 " : "", pair ? "tiled-pair " : "", E, active, rows, N, K, plan.stream_tile_rows, plan.splits,
-                plan.chunks_per_split, ctas, active * (N * (K / 2.0 + K / 16.0)) * 1e-6);
-  trace_calls([&] {
-    if constexpr (MoeEpi)
-      return qg::grouped_gemm<Lane, moe_epi>(plan, w, a, static_cast<const int*>(off), me, o.ws,
+                MoeEpi ? "moe-gate_up-epilogue " : "", Rac ? "rac50 " : "",
+                pair ? "tiled-pair " : "", E, active, rows, N, K, plan.stream_tile_rows,
+                plan.splits, plan.chunks_per_split, ctas,
+                active * (N * (K / 2.0 + K / 16.0)) * 1e-6);
+  trace_calls(
+      [&] {
+        if constexpr (MoeEpi)
+          return qg::grouped_gemm<Lane, moe_epi>(plan, w, a, static_cast<const int*>(off), me, o.ws,
+                                                 nullptr);
+        else
+          return qg::grouped_gemm<Lane, epi>(plan, w, a, static_cast<const int*>(off), ea, o.ws,
                                              nullptr);
-    else
-      return qg::grouped_gemm<Lane, epi>(plan, w, a, static_cast<const int*>(off), ea, o.ws, nullptr);
-  }, ctas, flush, flush_n, sink, label);
-  for (void* q : {off, h, hs, eor, dslot}) CHECK(cudaFree(q));
+      },
+      ctas, flush, flush_n, sink, label);
+  for (void* q : {off, h, hs, eor, dslot})
+    CHECK(cudaFree(q));
 }
 
 } // namespace
@@ -315,24 +336,28 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&flush, flush_bytes));
   CHECK(cudaMalloc(&sink, 4));
   CHECK(cudaMemset(flush, 1, flush_bytes));
-  if (moe) {  // the MoE layer's gate_up epilogue against the plain store, Qwen3-30B-A3B gate_up
+  if (moe) { // the MoE layer's gate_up epilogue against the plain store, Qwen3-30B-A3B gate_up
     for (const int T : {1, 16}) {
       const int active = T == 1 ? 8 : 82, E = 128, N = 1536, K = 2048;
       trace_grouped(E, active, 8 * T, N, K, flush, flush_bytes / 16, sink);
-      trace_grouped<quads::nvfp4, false, true>(E, active, 8 * T, N, K, flush, flush_bytes / 16, sink);
+      trace_grouped<quads::nvfp4, false, true>(E, active, 8 * T, N, K, flush, flush_bytes / 16,
+                                               sink);
       trace_grouped<quads::nvfp4, true>(E, active, 8 * T, N, K, flush, flush_bytes / 16, sink);
-      trace_grouped<quads::nvfp4, true, true>(E, active, 8 * T, N, K, flush, flush_bytes / 16, sink);
+      trace_grouped<quads::nvfp4, true, true>(E, active, 8 * T, N, K, flush, flush_bytes / 16,
+                                              sink);
     }
     return 0;
   }
-  if (grouped) {  // Qwen3-30B-A3B and DeepSeek-V3 expert GEMMs at T = 1 and T = 16 (top-8)
-    const int moe[4][3] = {{128, 1536, 2048}, {128, 2048, 768}, {256, 4096, 7168}, {256, 7168, 2048}};
+  if (grouped) { // Qwen3-30B-A3B and DeepSeek-V3 expert GEMMs at T = 1 and T = 16 (top-8)
+    const int moe[4][3] = {
+        {128, 1536, 2048}, {128, 2048, 768}, {256, 4096, 7168}, {256, 7168, 2048}};
     for (const auto& m : moe)
       for (const int T : {1, 16}) {
-        const int active = T == 1 ? 8 : (m[0] == 128 ? 82 : 100);  // expected distinct experts
+        const int active = T == 1 ? 8 : (m[0] == 128 ? 82 : 100); // expected distinct experts
         using TP = qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>;
         trace_grouped(m[0], active, 8 * T, m[1], m[2], flush, flush_bytes / 16, sink);
-        trace_grouped<quads::nvfp4, true>(m[0], active, 8 * T, m[1], m[2], flush, flush_bytes / 16, sink);
+        trace_grouped<quads::nvfp4, true>(m[0], active, 8 * T, m[1], m[2], flush, flush_bytes / 16,
+                                          sink);
         trace_grouped<TP>(m[0], active, 8 * T, m[1], m[2], flush, flush_bytes / 16, sink);
         trace_grouped<TP, true>(m[0], active, 8 * T, m[1], m[2], flush, flush_bytes / 16, sink);
       }

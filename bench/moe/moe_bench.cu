@@ -57,7 +57,7 @@ __global__ void fill_bytes(std::uint8_t* p, std::size_t n, std::uint64_t seed, i
 struct model_data {
   qm::layer_shape s{};
   qb::device_buffer gu, gus, dn, dns, ts, gslot, gblocks, dslots;
-  qb::device_buffer tgu, tgus, tdn, tdns;  // the same stacks in expert_weight_form::tiled_pair
+  qb::device_buffer tgu, tgus, tdn, tdns; // the same stacks in expert_weight_form::tiled_pair
   cudaError_t init(const qm::layer_shape& shape) {
     s = shape;
     const std::size_t E = s.experts, H = s.hidden, I = s.intermediate;
@@ -81,10 +81,10 @@ struct model_data {
             static_cast<int>(E), st);
         e != cudaSuccess)
       return e;
-    if (auto e = qm::make_tiled_pair_weights_async(
-            dn.get<std::uint8_t>(), dns.get<std::uint8_t>(), tdn.get<std::uint8_t>(),
-            tdns.get<std::uint8_t>(), static_cast<int>(H), static_cast<int>(I),
-            static_cast<int>(E), st);
+    if (auto e = qm::make_tiled_pair_weights_async(dn.get<std::uint8_t>(), dns.get<std::uint8_t>(),
+                                                   tdn.get<std::uint8_t>(),
+                                                   tdns.get<std::uint8_t>(), static_cast<int>(H),
+                                                   static_cast<int>(I), static_cast<int>(E), st);
         e != cudaSuccess)
       return e;
     // tensor scales: [0] x, [1] h, [2, 2 + E) gate_up, [2 + E, 2 + 2E) down

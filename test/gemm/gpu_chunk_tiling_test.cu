@@ -130,29 +130,32 @@ void grouped_tiled_cases(const char* name) {
     std::vector<int> rows;
     int slack, tile;
   };
-  const routing_case cases[] = {{{0, 1, 0, 6, 1, 0}, 0, 4}, {{3, 0, 9, 0, 0, 2}, 4, 8},
-                                {{20, 0, 5, 9, 0, 1}, 0, 16}};
+  const routing_case cases[] = {
+      {{0, 1, 0, 6, 1, 0}, 0, 4}, {{3, 0, 9, 0, 0, 2}, 4, 8}, {{20, 0, 5, 9, 0, 1}, 0, 16}};
   for (const auto& rc : cases) {
     std::vector<int> off{0};
-    for (int r : rc.rows) off.push_back(off.back() + r);
+    for (int r : rc.rows)
+      off.push_back(off.back() + r);
     const int max_rows = off.back() + rc.slack;
     qt::dbuf<int> doff(off);
     auto run = [&](const auto& a, const quads::tensor_scale* ts, const std::string& what) {
       for (const int splits : {0, 3}) {
-        const auto plan = qg::plan_grouped(max_rows, N, K, E, false,
-                                           {splits, qg::reduction::deterministic}, qt::device_sms());
+        const auto plan = qg::plan_grouped(
+            max_rows, N, K, E, false, {splits, qg::reduction::deterministic}, qt::device_sms());
         REQUIRE(plan.stream_tile_rows == rc.tile);
         qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
         qt::dbuf<float> y0(static_cast<std::size_t>(max_rows) * N, 0),
             y1(static_cast<std::size_t>(max_rows) * N, 0);
         auto args = [&](float* y) {
-          return epi_alpha::arguments{{.a = ts, .a_mode = qe::scale_source::tensor, .w = ts + 1,
+          return epi_alpha::arguments{{.a = ts,
+                                       .a_mode = qe::scale_source::tensor,
+                                       .w = ts + 1,
                                        .w_mode = qe::scale_source::tensor},
                                       {y, N}};
         };
-        QUADS_GEMM_CHECK((qg::grouped_gemm<Lane, epi_alpha>(
-            plan, qg::fp4_expert_weights<B>{dc.ptr, dsc.ptr, E}, a, doff.ptr, args(y0.ptr), ws.ptr,
-            nullptr)));
+        QUADS_GEMM_CHECK(
+            (qg::grouped_gemm<Lane, epi_alpha>(plan, qg::fp4_expert_weights<B>{dc.ptr, dsc.ptr, E},
+                                               a, doff.ptr, args(y0.ptr), ws.ptr, nullptr)));
         QUADS_GEMM_CHECK((qg::grouped_gemm<Lane, epi_alpha>(
             plan, qg::fp4_expert_weights<qg::chunk_tiled<B>>{tc.ptr, tsc.ptr, E}, a, doff.ptr,
             args(y1.ptr), ws.ptr, nullptr)));
@@ -250,13 +253,14 @@ TEST_CASE("sm90: decode_gemm and grouped_gemm refuse chunk-tiled weights they ca
   auto gplan = qg::plan_grouped(2, 48, 256, 2, false);
   gplan.kernel = qg::grouped_kernel::persistent;
   const qg::fp4_expert_weights<qg::chunk_tiled<quads::nvfp4>> we{b.ptr, b.ptr, 2};
-  CHECK((qg::grouped_gemm<qg::bf16_lane, epi_alpha>(gplan, we, a, off.ptr, args48, ws.ptr, nullptr)) ==
-        cudaErrorInvalidValue);
-  CHECK(std::string(quads::kernels::last_error_message()).find("streaming kernel") != std::string::npos);
+  CHECK((qg::grouped_gemm<qg::bf16_lane, epi_alpha>(gplan, we, a, off.ptr, args48, ws.ptr,
+                                                    nullptr)) == cudaErrorInvalidValue);
+  CHECK(std::string(quads::kernels::last_error_message()).find("streaming kernel") !=
+        std::string::npos);
   gplan = qg::plan_grouped(2, 40, 256, 2, false);
-  CHECK((qg::grouped_gemm<qg::bf16_lane, epi_alpha>(gplan, we, a, off.ptr, args, ws.ptr, nullptr)) ==
-        cudaErrorInvalidValue);
-  CHECK(std::string(quads::kernels::last_error_message()).find("multiple of 16") != std::string::npos);
+  CHECK((qg::grouped_gemm<qg::bf16_lane, epi_alpha>(gplan, we, a, off.ptr, args, ws.ptr,
+                                                    nullptr)) == cudaErrorInvalidValue);
+  CHECK(std::string(quads::kernels::last_error_message()).find("multiple of 16") !=
+        std::string::npos);
 }
-
 }

@@ -24,7 +24,10 @@ std::vector<int> prefix_of(const std::vector<int>& offsets, int tile_rows) {
   std::vector<int> p(static_cast<std::size_t>(E) + 1, 0);
   for (int e = 0; e < E; ++e)
     p[static_cast<std::size_t>(e) + 1] =
-        p[static_cast<std::size_t>(e)] + qg::grouped_m_tiles(offsets[static_cast<std::size_t>(e) + 1] - offsets[static_cast<std::size_t>(e)], tile_rows);
+        p[static_cast<std::size_t>(e)] +
+        qg::grouped_m_tiles(offsets[static_cast<std::size_t>(e) + 1] -
+                                offsets[static_cast<std::size_t>(e)],
+                            tile_rows);
   return p;
 }
 
@@ -54,12 +57,13 @@ TEST_CASE("the grouped item list covers every active row, n-tile and split exact
       if (tile == plan.stream_tile_rows) REQUIRE(plan.max_m_tiles(tile) == plan.stream_m_tiles);
       std::vector<int> seen(static_cast<std::size_t>(max_rows) * plan.n_tiles * plan.splits, 0);
       for (long w = 0; w < total; ++w) {
-        const auto it =
-            qg::grouped_item_at(w, prefix.data(), offsets.data(), E, plan.splits, plan.n_tiles, tile);
+        const auto it = qg::grouped_item_at(w, prefix.data(), offsets.data(), E, plan.splits,
+                                            plan.n_tiles, tile);
         REQUIRE(it.expert >= 0);
         REQUIRE(it.expert < E);
-        const int lo = offsets[static_cast<std::size_t>(it.expert)], hi = offsets[static_cast<std::size_t>(it.expert) + 1];
-        REQUIRE(hi > lo);  // never an empty expert
+        const int lo = offsets[static_cast<std::size_t>(it.expert)],
+                  hi = offsets[static_cast<std::size_t>(it.expert) + 1];
+        REQUIRE(hi > lo); // never an empty expert
         REQUIRE(it.m0 >= lo);
         REQUIRE(it.m_end <= hi);
         REQUIRE(it.m0 < it.m_end);
@@ -71,7 +75,8 @@ TEST_CASE("the grouped item list covers every active row, n-tile and split exact
         for (int t = 0; t < plan.n_tiles; ++t)
           for (int s = 0; s < plan.splits; ++s) {
             const int want = m < offsets.back() ? 1 : 0;
-            const int got = seen[(static_cast<std::size_t>(m) * plan.n_tiles + t) * plan.splits + s];
+            const int got =
+                seen[(static_cast<std::size_t>(m) * plan.n_tiles + t) * plan.splits + s];
             if (got != want) {
               FAIL("row " << m << " n-tile " << t << " split " << s << " covered " << got
                           << " times, E=" << E << " tile rows " << tile);
@@ -82,12 +87,12 @@ TEST_CASE("the grouped item list covers every active row, n-tile and split exact
 }
 
 TEST_CASE("the streaming kernel's m-tile rows follow the rows per busy expert") {
-  CHECK(qg::grouped_stream_tile_rows(8, 128) == 4);      // T = 1, top-8: one row per expert
-  CHECK(qg::grouped_stream_tile_rows(512, 256) == 4);    // 2 rows per expert
-  CHECK(qg::grouped_stream_tile_rows(512, 128) == 8);    // 4
-  CHECK(qg::grouped_stream_tile_rows(513, 128) == 16);   // just over 4
+  CHECK(qg::grouped_stream_tile_rows(8, 128) == 4);    // T = 1, top-8: one row per expert
+  CHECK(qg::grouped_stream_tile_rows(512, 256) == 4);  // 2 rows per expert
+  CHECK(qg::grouped_stream_tile_rows(512, 128) == 8);  // 4
+  CHECK(qg::grouped_stream_tile_rows(513, 128) == 16); // just over 4
   CHECK(qg::grouped_stream_tile_rows(4096, 128) == 16);
-  CHECK(qg::grouped_stream_tile_rows(3, 1) == 8);        // one expert holds every row
+  CHECK(qg::grouped_stream_tile_rows(3, 1) == 8); // one expert holds every row
   CHECK(qg::grouped_stream_tile_rows(5, 1) == 16);
   CHECK(qg::grouped_stream_tile_rows(0, 8) == 16);
 }

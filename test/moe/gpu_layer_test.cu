@@ -45,18 +45,20 @@ struct tiled_pair_weights {
   qm::layer_weights_view view;
   tiled_pair_weights(const moe_test::problem& p, const moe_test::device_problem& d) {
     const auto& s = p.shape;
-    const std::size_t gu_codes = static_cast<std::size_t>(s.experts) * 2 * s.intermediate * s.hidden / 2,
-                      dn_codes = static_cast<std::size_t>(s.experts) * s.hidden * s.intermediate / 2;
+    const std::size_t gu_codes =
+                          static_cast<std::size_t>(s.experts) * 2 * s.intermediate * s.hidden / 2,
+                      dn_codes =
+                          static_cast<std::size_t>(s.experts) * s.hidden * s.intermediate / 2;
     gu = dbuf(gu_codes);
     gus = dbuf(gu_codes / 8);
     dn = dbuf(dn_codes);
     dns = dbuf(dn_codes / 8);
-    MOE_CUDA_OK(qm::make_tiled_pair_weights_async(d.w.gate_up, d.w.gate_up_scales,
-                                                  gu.get<std::uint8_t>(), gus.get<std::uint8_t>(),
-                                                  2 * s.intermediate, s.hidden, s.experts, nullptr));
+    MOE_CUDA_OK(qm::make_tiled_pair_weights_async(
+        d.w.gate_up, d.w.gate_up_scales, gu.get<std::uint8_t>(), gus.get<std::uint8_t>(),
+        2 * s.intermediate, s.hidden, s.experts, nullptr));
     MOE_CUDA_OK(qm::make_tiled_pair_weights_async(d.w.down, d.w.down_scales, dn.get<std::uint8_t>(),
-                                                  dns.get<std::uint8_t>(), s.hidden,
-                                                  s.intermediate, s.experts, nullptr));
+                                                  dns.get<std::uint8_t>(), s.hidden, s.intermediate,
+                                                  s.experts, nullptr));
     MOE_CUDA_OK(cudaDeviceSynchronize());
     view = d.w;
     view.gate_up = gu.get<std::uint8_t>();
@@ -284,7 +286,8 @@ TEST_SUITE("moe.layer.gpu") {
   TEST_CASE("QUADS (W4A4 + RAC 50%) layer matches the host reference stage by stage") {
     sweep<qm::layer_policy::quads_rac>(quads_test::derived_seed("moe.gpu.quads"));
   }
-  TEST_CASE("naive W4A4 and QUADS layers on tiled pair-coded expert weights match the host reference") {
+  TEST_CASE(
+      "naive W4A4 and QUADS layers on tiled pair-coded expert weights match the host reference") {
     sweep<qm::layer_policy::naive_w4a4>(quads_test::derived_seed("moe.gpu.tiled.naive"), true);
     sweep<qm::layer_policy::quads_rac>(quads_test::derived_seed("moe.gpu.tiled.quads"), true);
   }
@@ -345,7 +348,8 @@ TEST_SUITE("moe.layer.gpu") {
     const auto p16 = qm::plan_layer<qm::layer_policy::w4a16>(4, s, {8, 2});
     dbuf ws16(p16.workspace_bytes);
     CHECK(qm::forward(p16, wv, d.num, io, ws16.get(), nullptr) == cudaErrorInvalidValue);
-    CHECK(std::string(quads::kernels::last_error_message()).find("W4A4 policy") != std::string::npos);
+    CHECK(std::string(quads::kernels::last_error_message()).find("W4A4 policy") !=
+          std::string::npos);
     const qm::layer_shape s96{8, 2, 256, 96};
     const auto p96 = moe_test::make_problem(s96, 4, 7);
     const moe_test::device_problem d96(p96);
@@ -353,10 +357,11 @@ TEST_SUITE("moe.layer.gpu") {
     wv96.form = qm::expert_weight_form::tiled_pair;
     const auto plan96 = qm::plan_layer<qm::layer_policy::naive_w4a4>(4, s96, {8, 2});
     dbuf ws96(plan96.workspace_bytes);
-    const qm::layer_io io96{d96.x_bf16(), d96.logits.get<float>(), out.get<__nv_bfloat16>(), nullptr,
-                            nullptr};
+    const qm::layer_io io96{d96.x_bf16(), d96.logits.get<float>(), out.get<__nv_bfloat16>(),
+                            nullptr, nullptr};
     CHECK(qm::forward(plan96, wv96, d96.num, io96, ws96.get(), nullptr) == cudaErrorInvalidValue);
-    CHECK(std::string(quads::kernels::last_error_message()).find("multiples of 128") != std::string::npos);
+    CHECK(std::string(quads::kernels::last_error_message()).find("multiples of 128") !=
+          std::string::npos);
   }
 
 } // TEST_SUITE

@@ -949,12 +949,12 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   // tokens tid / 64 + 4 u (u < batch). A decode call's single token is then one unit for each of
   // 64 threads in 2 warps; with 16 threads per token (tid / 16) it was 4 serial units of half of
   // warp 0, which every other warp waited for at the slab barrier.
-  constexpr int rf_units = SL::slab_chunks * 16;     // units of one token per slab
-  constexpr int rf_step = SL::threads / rf_units;    // tokens staged side by side
+  constexpr int rf_units = SL::slab_chunks * 16;  // units of one token per slab
+  constexpr int rf_step = SL::threads / rf_units; // tokens staged side by side
   static_assert(SL::threads % rf_units == 0 && rf_step * SL::slab_chunks >= SL::tokens_per_cta,
                 "quads: the slab refill map must cover every token slot");
   const int rf_c = tid % SL::slab_chunks, rf_o = tid / SL::slab_chunks % 16, rf_n0 = tid / rf_units;
-  auto stage_refill_load = [&](int u, int first) {  // token rf_n0 + rf_step u of the slab at `first`
+  auto stage_refill_load = [&](int u, int first) { // token rf_n0 + rf_step u of the slab at `first`
     const int n = rf_n0 + rf_step * u;
     const int k = (chunk_begin + first + rf_c) * DL::chunk_k + 8 * rf_o;
     const bool valid = n < tokens && first + rf_c < nchunks && k < p.K;
@@ -1032,7 +1032,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     const bool next = !resident && s + 1 < nslabs;
     if (next) {
 #pragma unroll
-      for (int u = 0; u < batch; ++u) pre[u] = stage_refill_load(u, (s + 1) * SL::slab_chunks);
+      for (int u = 0; u < batch; ++u)
+        pre[u] = stage_refill_load(u, (s + 1) * SL::slab_chunks);
     }
     const uint4* a_buf = act + buf * buf_slots;
     const uint4* r_buf = res + buf * buf_slots;

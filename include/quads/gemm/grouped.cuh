@@ -170,7 +170,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       static_cast<std::size_t>(N) * static_cast<std::size_t>(K / WF::block_size);
   s.slot_stride = 0;
   if constexpr (AT::rac) s.slot_stride = a.slot_expert_stride;
-  s.tile_rows = decode_layout::tokens_per_cta;  // the persistent kernel's m-tiles
+  s.tile_rows = decode_layout::tokens_per_cta; // the persistent kernel's m-tiles
 
   constexpr int W = epilogue_fragment_width<Epi>;
   // Every operand kind (RAC included since 2026-11-30, as in decode_gemm) runs the streaming

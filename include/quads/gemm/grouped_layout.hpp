@@ -156,9 +156,9 @@ struct grouped_item {
 //! Item `w` of the flat list of `tile_rows`-row m-tiles, given `prefix[e]` = m-tiles of experts
 //! before e (`prefix[E]` = total) and the offsets. `w` must be below `prefix[E] * splits *
 //! n_tiles`.
-QUADS_API constexpr grouped_item grouped_item_at(long w, const int* prefix, const int* offsets,
-                                                 int experts, int splits, int n_tiles,
-                                                 int tile_rows = decode_layout::tokens_per_cta) noexcept {
+QUADS_API constexpr grouped_item
+grouped_item_at(long w, const int* prefix, const int* offsets, int experts, int splits, int n_tiles,
+                int tile_rows = decode_layout::tokens_per_cta) noexcept {
   const long per_tile = static_cast<long>(splits) * n_tiles;
   const int mt = static_cast<int>(w / per_tile);
   const int rem = static_cast<int>(w % per_tile);
@@ -181,7 +181,8 @@ QUADS_API constexpr grouped_item grouped_item_at(long w, const int* prefix, cons
 }
 
 //! m-tiles of one expert's rows.
-QUADS_API constexpr int grouped_m_tiles(int rows, int tile_rows = decode_layout::tokens_per_cta) noexcept {
+QUADS_API constexpr int grouped_m_tiles(int rows,
+                                        int tile_rows = decode_layout::tokens_per_cta) noexcept {
   return rows > 0 ? (rows + tile_rows - 1) / tile_rows : 0;
 }
 

@@ -45,7 +45,7 @@ namespace quads::moe {
 
 //! The byte form of the NVFP4 expert stacks (`layer_weights_view::form`).
 enum class expert_weight_form : std::uint8_t {
-  row_major,   //!< as quantized: codes `[E, N, K / 2]`, linear scales `[E, N, K / 16]`
+  row_major, //!< as quantized: codes `[E, N, K / 2]`, linear scales `[E, N, K / 16]`
   //! `gemm::chunk_tiled<gemm::pair_coded<nvfp4>>` (fp16 lanes; N % 16 == 0, K % 128 == 0 for
   //! both GEMMs), made by `make_tiled_pair_weights_async` once per weight sync: the faster
   //! decode form (H200, 07:15 UTC: grouped GEMMs 17-24 % faster at T = 1 and 16). The W4A4
@@ -77,8 +77,8 @@ inline cudaError_t make_tiled_pair_weights_async(const std::uint8_t* codes,
                                                  const std::uint8_t* scales,
                                                  std::uint8_t* codes_out, std::uint8_t* scales_out,
                                                  int N, int K, int experts, cudaStream_t stream) {
-  if (const cudaError_t e = gemm::tile_chunks_async(codes, scales, codes_out, scales_out, N, K,
-                                                    experts, stream);
+  if (const cudaError_t e =
+          gemm::tile_chunks_async(codes, scales, codes_out, scales_out, N, K, experts, stream);
       e != cudaSuccess)
     return e;
   const std::size_t bytes = static_cast<std::size_t>(experts) * static_cast<std::size_t>(N) *
@@ -506,12 +506,12 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
     auto gemms = [&]<class Lane, class WF>() -> cudaError_t {
       const gemm::fp4_expert_weights<WF> wgu{w.gate_up, w.gate_up_scales, E};
       const gemm::fp4_expert_weights<WF> wdn{w.down, w.down_scales, E};
-      const gate_up_fp4_epilogue::arguments gu_epi{gu_alpha,
-                                                   {},
-                                                   {io.h_pre, I},
-                                                   {h, hs, num.h_scales, num.h_mode, rv.expert_of_row,
-                                                    rac ? num.down_slots : nullptr, plan.dn_selected,
-                                                    n, I, 0}};
+      const gate_up_fp4_epilogue::arguments gu_epi{
+          gu_alpha,
+          {},
+          {io.h_pre, I},
+          {h, hs, num.h_scales, num.h_mode, rv.expert_of_row, rac ? num.down_slots : nullptr,
+           plan.dn_selected, n, I, 0}};
       if constexpr (rac) {
         gemm::rac_activations<nvfp4> a{};
         a.data = a1;
@@ -533,21 +533,23 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
         b.residual = compensation::residual_scale::shared;
         b.slot_expert_stride = I / block;
         if (plan.dn_selected > 0) {
-          if (cudaError_t e = gemm::grouped_gemm<Lane, down_epilogue>(
-                  plan.dn, wdn, b, rv.offsets, dn_epi, gws, stream);
+          if (cudaError_t e = gemm::grouped_gemm<Lane, down_epilogue>(plan.dn, wdn, b, rv.offsets,
+                                                                      dn_epi, gws, stream);
               e != cudaSuccess)
             return e;
           mark(3);
         } else {
           if (cudaError_t e = gemm::grouped_gemm<Lane, down_epilogue>(
-                  plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws, stream);
+                  plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws,
+                  stream);
               e != cudaSuccess)
             return e;
           mark(3);
         }
       } else {
         if (cudaError_t e = gemm::grouped_gemm<Lane, gate_up_fp4_epilogue>(
-                plan.gu, wgu, gemm::fp4_activations<nvfp4>{a1, a1s}, rv.offsets, gu_epi, gws, stream);
+                plan.gu, wgu, gemm::fp4_activations<nvfp4>{a1, a1s}, rv.offsets, gu_epi, gws,
+                stream);
             e != cudaSuccess)
           return e;
         mark(2);

@@ -173,7 +173,8 @@ QUADS_DEVICE_API void cta_topk(const float* __restrict__ logits, int t, const ro
   __syncthreads();
   if (tid < E) {
     int rank = 0;
-    for (int q = 0; q < E; ++q) rank += s_key[q] > key ? 1 : 0;
+    for (int q = 0; q < E; ++q)
+      rank += s_key[q] > key ? 1 : 0;
     if (rank < k) {
       s_sel[rank] = tid;
       s_p[rank] = cfg.score == scoring::softmax
@@ -182,18 +183,19 @@ QUADS_DEVICE_API void cta_topk(const float* __restrict__ logits, int t, const ro
     }
   }
   __syncthreads();
-  if (tid < k) {  // finish_weights for rank tid
+  if (tid < k) { // finish_weights for rank tid
     float w = s_p[tid];
     if (cfg.renormalize) {
       float sum = 0.0f;
-      for (int j = 0; j < k; ++j) sum = ::quads::detail::add_rn(sum, s_p[j]);
+      for (int j = 0; j < k; ++j)
+        sum = ::quads::detail::add_rn(sum, s_p[j]);
       w = sum == 0.0f ? ::quads::detail::div_rn(1.0f, static_cast<float>(k))
                       : ::quads::detail::div_rn(w, sum);
     }
     topk_expert[static_cast<std::size_t>(t) * k + tid] = s_sel[tid];
     topk_weight[static_cast<std::size_t>(t) * k + tid] = ::quads::detail::mul_rn(w, cfg.scale);
   }
-  __syncthreads();  // the scratch is reused by the next token
+  __syncthreads(); // the scratch is reused by the next token
 }
 
 template <int = 0> // a template, so the header can be in several TUs
