@@ -52,6 +52,7 @@
 #include <quads/gemm/chunk_tiling.hpp>
 #include <quads/gemm/decode_layout.hpp>
 #include <quads/gemm/dequant.hpp>
+#include <quads/gemm/grouped_layout.hpp>
 #include <quads/gemm/pair_coding.hpp>
 #include <quads/scheme/schemes.hpp>
 
@@ -803,17 +804,14 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     grouped_prefix(gs.sched, g_off, g_prefix, g_warp);
     const int mt = static_cast<int>(blockIdx.z);
     if (mt >= g_prefix[gs.experts]) return;
-    int lo = 0, hi = gs.experts - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (g_prefix[mid] <= mt) lo = mid;
-      else hi = mid - 1;
-    }
-    m0 = g_off[lo] + (mt - g_prefix[lo]) * tile_rows;
-    m_end = min(m0 + tile_rows, g_off[lo + 1]);
-    w_data += static_cast<std::size_t>(lo) * gs.sched.w_expert_bytes;
-    w_scales += static_cast<std::size_t>(lo) * gs.sched.w_expert_scale_bytes;
-    if (slot_table != nullptr) slot_table += static_cast<std::size_t>(lo) * gs.sched.slot_stride;
+    // the scheduler's item lookup with one item per m-tile (splits and n-tiles are grid axes)
+    const grouped_item it = grouped_item_at(mt, g_prefix, g_off, gs.experts, 1, 1, tile_rows);
+    m0 = it.m0;
+    m_end = it.m_end;
+    w_data += static_cast<std::size_t>(it.expert) * gs.sched.w_expert_bytes;
+    w_scales += static_cast<std::size_t>(it.expert) * gs.sched.w_expert_scale_bytes;
+    if (slot_table != nullptr)
+      slot_table += static_cast<std::size_t>(it.expert) * gs.sched.slot_stride;
   }
   const int tokens = m_end - m0;
   // the CTA's chunks [cta_begin, cta_begin + cta_chunks) (staged), this warp's k-group's part
@@ -837,11 +835,12 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   uint4* act = reinterpret_cast<uint4*>(smem_raw);  // [nbufs][buf_slots]
   // RAC residuals: [nbufs][buf_slots] after the activations, or (p.rac_cols) the token tile's
   // columns 4-7, i.e. 16 slots after the token's own slot (stage_slot's lane (n % 8) * 4 + o / 4)
+  constexpr int RC = SL::rac_col_tokens;
   const bool rac_cols = T::rac && p.rac_cols;
-  uint4* res = rac_cols ? act + 16 : act + nbufs * buf_slots;
+  uint4* res = rac_cols ? act + 4 * RC : act + nbufs * buf_slots;
   unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 *
                                        (T::rac && !rac_cols ? 2 : 1);
-  const int staged_tokens = rac_cols ? 4 : 8 * nt;  // token slots the staging fills
+  const int staged_tokens = rac_cols ? RC : 8 * nt;  // token slots the staging fills
   unsigned char* my_ring = ring + warp * S * SL::stage_bytes;
 
   const std::size_t row_bytes = static_cast<std::size_t>(p.K / 2);
@@ -1142,8 +1141,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = 8 * j + 2 * t + (e & 1);  // MMA column: token, or (rac_cols, >= 4) residual
-        const bool res_col = rac_cols && col >= 4;
-        const int m = res_col ? col - 4 : col;
+        const bool res_col = rac_cols && col >= RC;
+        const int m = res_col ? col - RC : col;
         if (j >= nt || m >= tokens) continue;
         const int nl = row_warp * SL::rows_per_warp + g + (e >= 2 ? 8 : 0);
         const int f = m * per_row + nl / W;
@@ -1458,7 +1457,7 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       const int ctas = plan.splits * static_cast<int>(n_tiles * m_tiles);
       // RAC with at most 4 tokens: residuals in the token tile's spare MMA columns (no residual
       // buffer, no second MMA per step)
-      p.rac_cols = AT::rac && M <= 4;
+      p.rac_cols = AT::rac && M <= stream_layout::rac_col_tokens;
       const bool res_buffer = AT::rac && !p.rac_cols;
       const int res_bytes = SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St);
       // Two k-groups (16 warps) per CTA when the grid leaves at most one CTA per SM, every k-group

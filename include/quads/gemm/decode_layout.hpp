@@ -83,6 +83,9 @@ struct stream_layout {
   static constexpr int rows_per_warp = 16;
   static constexpr int rows_per_cta = rows_per_warp * warps;
   static constexpr int tokens_per_cta = 16;
+  //! RAC with at most this many tokens in a tile: the residual of token n is staged as MMA column
+  //! n + rac_col_tokens of the tile's n8 token tile (no residual buffer, one MMA per step).
+  static constexpr int rac_col_tokens = 4;
   static constexpr int chunk_k = decode_layout::chunk_k;
   static constexpr int slab_chunks = decode_layout::slab_chunks;
   static constexpr int stages = 3;  // ring3 beat 4 and 5 (and 6) in the 23:58 UTC H200 bench

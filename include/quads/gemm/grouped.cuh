@@ -70,7 +70,8 @@ __global__ void __launch_bounds__(decode_layout::threads)
   grouped_prefix(s, off, prefix, warp_total);
   const long total = static_cast<long>(prefix[s.experts]) * s.splits * s.n_tiles;
   for (long w = blockIdx.x; w < total; w += gridDim.x) {
-    const grouped_item it = grouped_item_at(w, prefix, off, s.experts, s.splits, s.n_tiles);
+    const grouped_item it =
+        grouped_item_at(w, prefix, off, s.experts, s.splits, s.n_tiles, s.tile_rows);
     decode_tile tile;
     tile.n_cta = it.n_tile * DL::rows_per_cta;
     tile.m0 = it.m0;
@@ -200,7 +201,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       const int nt = tile > 8 ? 2 : 1;
       // RAC with m-tiles of at most 4 rows: residuals in the token tile's spare MMA columns, as in
       // decode_gemm (no residual buffer, no second MMA per step)
-      p.rac_cols = AT::rac && tile <= 4;
+      p.rac_cols = AT::rac && tile <= SL::rac_col_tokens;
       const bool res_buffer = AT::rac && !p.rac_cols;
       const int n128 = (N + SL::rows_per_cta - 1) / SL::rows_per_cta;
       const long ctas = static_cast<long>(plan.splits) * n128 * plan.stream_m_tiles;

@@ -103,6 +103,14 @@ QUADS_DEVICE_API softmax_stats warp_softmax_stats(const float* __restrict__ l, i
   return {mx, s};
 }
 
+//! The score of logit `le` before `finish_weights`: softmax with the token's max / sum, or
+//! sigmoid.
+QUADS_DEVICE_API float selected_score(float le, const softmax_stats& st,
+                                      const routing_config& cfg) {
+  return cfg.score == scoring::softmax ? ::quads::detail::div_rn(softmax_term(le, st.max), st.sum)
+                                       : sigmoid_term(le);
+}
+
 //! One token's top-k by one warp (all lanes call it); lane 0 writes the pairs.
 QUADS_DEVICE_API void warp_topk(const float* __restrict__ logits, int t, const routing_config& cfg,
                                 int* __restrict__ topk_expert, float* __restrict__ topk_weight) {
@@ -111,7 +119,6 @@ QUADS_DEVICE_API void warp_topk(const float* __restrict__ logits, int t, const r
   const float* l = logits + static_cast<std::size_t>(t) * E;
   softmax_stats st{0.0f, 0.0f};
   if (cfg.score == scoring::softmax) st = warp_softmax_stats(l, E, lane);
-  const float mx = st.max, s = st.sum;
   std::uint32_t taken = 0; // bit i: expert lane + 32 i already selected
   float w[32];
   int sel[32];
@@ -132,8 +139,7 @@ QUADS_DEVICE_API void warp_topk(const float* __restrict__ logits, int t, const r
     if (e % 32 == lane) taken |= 1u << (e / 32);
     const float le = __ldg(l + e);
     sel[j] = e;
-    w[j] = cfg.score == scoring::softmax ? ::quads::detail::div_rn(softmax_term(le, mx), s)
-                                         : sigmoid_term(le);
+    w[j] = selected_score(le, st, cfg);
   }
   if (lane == 0) {
     finish_weights(w, k, cfg.renormalize, cfg.scale);
@@ -147,8 +153,8 @@ QUADS_DEVICE_API void warp_topk(const float* __restrict__ logits, int t, const r
 //! One token's top-k by the whole CTA (every thread calls it; E <= blockDim.x): thread e ranks
 //! its selection key among the E keys (keys are distinct), so the k winners are known after one
 //! counting pass instead of k warp-wide arg-max rounds, which took ~17k cycles of one warp at
-//! T = 1, E = 128 while the other warps waited (H200 ncu, 07:22 UTC). Scores, max / sum order
-//! and `finish_weights` arithmetic as `warp_topk`: the results are bit-identical.
+//! T = 1, E = 128 while the other warps waited (H200 ncu, 07:22 UTC). Scores (`selected_score`,
+//! the same max / sum order) and `finish_weights` as `warp_topk`: the results are bit-identical.
 //! Shared scratch: `s_key[E]`, `s_sel[k]`, `s_p[k]`, `s_stat[2]`.
 QUADS_DEVICE_API void cta_topk(const float* __restrict__ logits, int t, const routing_config& cfg,
                                std::uint64_t* s_key, int* s_sel, float* s_p, float* s_stat,
@@ -177,23 +183,17 @@ QUADS_DEVICE_API void cta_topk(const float* __restrict__ logits, int t, const ro
       rank += s_key[q] > key ? 1 : 0;
     if (rank < k) {
       s_sel[rank] = tid;
-      s_p[rank] = cfg.score == scoring::softmax
-                      ? ::quads::detail::div_rn(softmax_term(le, s_stat[0]), s_stat[1])
-                      : sigmoid_term(le);
+      s_p[rank] = selected_score(le, {s_stat[0], s_stat[1]}, cfg);
     }
   }
   __syncthreads();
-  if (tid < k) { // finish_weights for rank tid
-    float w = s_p[tid];
-    if (cfg.renormalize) {
-      float sum = 0.0f;
-      for (int j = 0; j < k; ++j)
-        sum = ::quads::detail::add_rn(sum, s_p[j]);
-      w = sum == 0.0f ? ::quads::detail::div_rn(1.0f, static_cast<float>(k))
-                      : ::quads::detail::div_rn(w, sum);
-    }
+  if (tid < k) { // each of the k threads finishes the k weights and keeps its rank's
+    float w[32];
+    for (int j = 0; j < k; ++j)
+      w[j] = s_p[j];
+    finish_weights(w, k, cfg.renormalize, cfg.scale);
     topk_expert[static_cast<std::size_t>(t) * k + tid] = s_sel[tid];
-    topk_weight[static_cast<std::size_t>(t) * k + tid] = ::quads::detail::mul_rn(w, cfg.scale);
+    topk_weight[static_cast<std::size_t>(t) * k + tid] = w[tid];
   }
   __syncthreads(); // the scratch is reused by the next token
 }
