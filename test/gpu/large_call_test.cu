@@ -5,7 +5,8 @@
 //! which small calls never reach) and the tensor amax against the host reference, on shapes above
 //! the small-call threshold: partial 128-row tiles of swizzled scales (padding written by the
 //! kernel), expert stacks, padded row strides, every input kind (NaN blocks take the generic
-//! path), and an amax output buffer holding garbage before the call.
+//! path), calls in which every thread runs several grid-stride iterations, and an amax output
+//! buffer holding garbage before the call.
 #include "quantize_check.cuh"
 
 namespace {
@@ -31,6 +32,25 @@ void sweep_large(bool also_qdq) {
       const std::uint64_t s = s0 + static_cast<std::uint64_t>(variant) * 104729u;
       check_quantize<Quantizer, Layout, T>(sh, k, s, variant, also_qdq);
       ++variant;
+    }
+}
+
+//! Shapes on which every thread of the pair / turbo block kernels runs several grid-stride
+//! iterations (the pair loop's pointer stepping and row wrap, with an even and an odd number of
+//! block pairs per row), and expert stacks. Unpadded rows (variant 0), data kinds with and
+//! without NaN blocks. Quick mode (sanitizers): two smaller shapes.
+template <class Quantizer, class Layout, class T>
+void sweep_many_iterations(bool also_qdq) {
+  const std::uint64_t s0 = seed();
+  int n = 0;
+  const std::vector<shape3> shapes = quick()
+                                         ? std::vector<shape3>{{2, 301, 2080}, {2, 301, 2048}}
+                                         : std::vector<shape3>{{1, 8191, 2080}, {2, 2049, 4096}};
+  for (const shape3 sh : shapes)
+    for (const input_kind k : {input_kind::normal, input_kind::specials, input_kind::boundary}) {
+      check_quantize<Quantizer, Layout, T>(sh, k, s0 + 7727u * static_cast<std::uint64_t>(n), 0,
+                                           also_qdq);
+      ++n;
     }
 }
 
@@ -63,10 +83,14 @@ TEST_SUITE("gpu.large") {
     sweep_large<q_tensor, swizzled_128x4, bf16>(false);
     sweep_large<q_tensor, linear_scales, __half>(false);
   }
+  TEST_CASE("sm90: large calls stay byte-identical over many grid-stride iterations") {
+    sweep_many_iterations<q_given, swizzled_128x4, bf16>(true);
+    sweep_many_iterations<q_given, linear_scales, __half>(true);
+  }
   TEST_CASE("sm90: tensor amax overwrites a garbage buffer with reference::amax") {
     int variant = 0;
-    for (const shape3 sh : {shape3{1, 300, 1024}, shape3{3, 37, 256}, shape3{5, 64, 4096},
-                            shape3{1, 1, 64}})
+    for (const shape3 sh :
+         {shape3{1, 300, 1024}, shape3{3, 37, 256}, shape3{5, 64, 4096}, shape3{1, 1, 64}})
       for (const input_kind k : all_kinds) {
         const std::uint64_t s = seed() + 15485863u * variant;
         check_amax_garbage<bf16>(sh, k, s, variant);
