@@ -14,7 +14,7 @@
 
 #include <quads/gemm/decode.cuh>
 #include <quads/gemm/grouped.cuh>
-#include <quads/moe/layer.hpp>
+#include <quads/moe/layer.cuh> // gate_up_fp4_epilogue_gpu, the chain moe::forward runs
 
 #include <quads/epilogue/epilogue.hpp>
 
@@ -273,7 +273,7 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
         ds[static_cast<std::size_t>(e) * nkb_i + b] = j++;
     CHECK(cudaMemcpy(dslot, ds.data(), sizeof(int) * ds.size(), cudaMemcpyHostToDevice));
   }
-  using moe_epi = quads::moe::gate_up_fp4_epilogue;
+  using moe_epi = quads::moe::gate_up_fp4_epilogue_gpu;
   const moe_epi::arguments me{{.a = tsp,
                                .a_mode = qe::scale_source::tensor,
                                .w = tsp + 1,

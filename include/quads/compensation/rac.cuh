@@ -471,6 +471,47 @@ template <class Quantizer, class T>
 inline constexpr bool rac_column_applies =
     kd::turbo_applies<Quantizer, T> && !scale_source<Quantizer>::per_row;
 
+//! One RAC block on the kernels' turbo path with `residual_scale::shared` (`ts_r` = x's scale,
+//! whose multiplier table `tc` also serves the residual): Q(x) into `qx` and, when `selected`,
+//! Q(x - QDQ(x)) into `qr` (the fp32 turbo block; a residual block holding NaN takes the kernels'
+//! fast block path with stochastic block index `r_index`). Bytes equal `residual_quantizer`'s.
+//! Returns false, with nothing written, for a NaN x block or an unusable table (`tc.ok` false):
+//! the caller then uses the core functors. Requires `kd::turbo_applies<Quantizer, T>`.
+template <class Quantizer, class T>
+QUADS_DEVICE_API bool rac_turbo_block(const kd::raw_block<T, 16>& raw, bool selected,
+                                      const kd::turbo_ctx& tc, tensor_scale ts_r,
+                                      std::uint64_t seed, std::uint64_t r_index,
+                                      kd::block_words<16>& qx, kd::block_words<16>& qr) {
+  constexpr int B = 16;
+  const kd::raw_block<T, B> one[1] = {raw};
+  kd::block_words<B> q1[1];
+  float dq[1][B];
+  if (!tc.ok) return false;
+  if (!(selected ? kd::turbo_blocks<Quantizer, T, 1, true, true>(one, tc, q1, dq)
+                 : kd::turbo_blocks<Quantizer, T, 1, true, false>(one, tc, q1, dq)))
+    return false;
+  qx = q1[0];
+  if (selected) {
+    float v[B], res[B];
+    kd::widen(raw, v);
+#pragma unroll
+    for (int i = 0; i < B; ++i) // x - decode(code): decode has x's sign (see turbo_blocks)
+      res[i] = quads::detail::add_rn(
+          v[i], -__uint_as_float(__float_as_uint(dq[0][i]) | (__float_as_uint(v[i]) & 0x80000000u)));
+    if (!kd::turbo_block_f32<Quantizer>(res, tc, qr)) {
+      float rv[1][B];
+#pragma unroll
+      for (int i = 0; i < B; ++i)
+        rv[0][i] = res[i];
+      const std::uint64_t idx[1] = {r_index};
+      kd::block_words<B> b1[1];
+      kd::quantize_blocks<Quantizer, 1>(rv, ts_r, seed, idx, b1);
+      qr = b1[0];
+    }
+  }
+  return true;
+}
+
 //! No permutation, column mapping (the default configuration's fast kernel). Each CTA walks rows
 //! (two per iteration for more loads in flight); thread t takes the t-th entry of a column map
 //! that lists the selected blocks first (column c < |S| is residual slot c) and the others after,
@@ -559,42 +600,17 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
         if (u == 1 && rr[u] >= rows) break;
         const int r = rr[u];
         std::uint8_t* out_row = w.data + static_cast<std::size_t>(r) * row_bytes;
-        const kd::raw_block<T, B> one[1] = {raw[u]};
-        kd::block_words<B> qx[1], qr;
-        float dq[1][B];
-        bool fast = tc.ok;
-        if (fast) {
-          if (selected)
-            fast = kd::turbo_blocks<Quantizer, T, 1, true, true>(one, tc, qx, dq);
-          else
-            fast = kd::turbo_blocks<Quantizer, T, 1, true, false>(one, tc, qx, dq);
-        }
-        if (fast && selected) {
-          float v[B], res[B];
-          kd::widen(raw[u], v);
-#pragma unroll
-          for (int i = 0; i < B; ++i) // x - decode(code): decode has x's sign (see turbo_blocks)
-            res[i] = quads::detail::add_rn(v[i],
-                                           -__uint_as_float(__float_as_uint(dq[0][i]) |
-                                                            (__float_as_uint(v[i]) & 0x80000000u)));
-          if (!kd::turbo_block_f32<Quantizer>(res, tc, qr)) {
-            float rv[1][B];
-#pragma unroll
-            for (int i = 0; i < B; ++i)
-              rv[0][i] = res[i];
-            const std::uint64_t idx[1] = {residual_block_index(rows, nkb, nsel, r, c)};
-            kd::block_words<B> b1[1];
-            kd::quantize_blocks<Quantizer, 1>(rv, ts_r, w.seed, idx, b1);
-            qr = b1[0];
-          }
-        }
+        kd::block_words<B> qx, qr;
+        const bool fast = rac_turbo_block<Quantizer, T>(
+            raw[u], selected, tc, ts_r, w.seed,
+            selected ? residual_block_index(rows, nkb, nsel, r, c) : 0, qx, qr);
         if (fast) {
           code_words<F> cx;
 #pragma unroll
           for (int i = 0; i < B / 8; ++i)
-            cx.w[i] = qx[0].w[i];
+            cx.w[i] = qx.w[i];
           w.store_words(out_row + static_cast<std::size_t>(kb) * (B / 2), cx);
-          w.scales[w.layout.offset(r, kb)] = qx[0].scale;
+          w.scales[w.layout.offset(r, kb)] = qx.scale;
           if (selected) {
             code_words<F> cr;
 #pragma unroll

@@ -163,27 +163,42 @@ struct turbo_ctx {
 //! Floats of shared memory of a turbo table (`make_turbo_ctx`).
 inline constexpr int turbo_table_floats = 256;
 
+//! `scale_for`'s multiplier of UE4M3 byte `b` under a tensor scale whose decode factor is
+//! `decode`, `rcp_rn_satfinite(decode_ue4m3(b) * decode)`, and the multiplier / 8 for the
+//! saturating encoder (kernels/common.cuh), NaN where that is not exact (subnormal), which sends
+//! such blocks to the unsaturated encoder.
+QUADS_DEVICE_API void turbo_multipliers(std::uint8_t b, float decode, float& m, float& m8) {
+  m = quads::detail::rcp_rn_satfinite(quads::detail::mul_rn(decode_ue4m3(b), decode));
+  const float h = quads::detail::mul_rn(m, 0.125f);
+  m8 = h >= 1.17549435e-38f ? h : __uint_as_float(0x7fc00000u);
+}
+
+//! The turbo path's factor of the scale byte, `ts.encode * RN(1/6)`, and whether `ts` admits the
+//! turbo path at all: a NaN ts.decode, or a NaN scale byte (from k = 0, Inf or NaN), would make
+//! values NaN, whose sign the sign-OR of QDQ would not match; such scales take the generic path.
+QUADS_DEVICE_API float turbo_k(tensor_scale ts, bool& ok) {
+  constexpr float inv6 = quads::detail::div_rn(1.0f, e2m1_max);
+  const float k = quads::detail::mul_rn(ts.encode, inv6);
+  ok = ts.decode == ts.decode && k > 0.0f && k <= quads::detail::flt_max;
+  return k;
+}
+
 //! Fills the multiplier table (`tab`: `turbo_table_floats` floats of shared memory) with
-//! `scale_for`'s multiplier of each UE4M3 byte, `rcp_rn_satfinite(decode_ue4m3(byte) *
-//! ts.decode)`, then with the multiplier / 8 for the saturating encoder (kernels/common.cuh),
-//! NaN where that is not exact (subnormal), which sends such blocks to the unsaturated encoder.
-//! Every thread of the CTA must call it (it synchronises).
+//! `turbo_multipliers` of every UE4M3 byte (multipliers, then multipliers / 8). Every thread of
+//! the CTA must call it (it synchronises).
 template <class Quantizer>
 QUADS_DEVICE_API turbo_ctx make_turbo_ctx(tensor_scale ts, float* tab) {
-  constexpr float inv6 = quads::detail::div_rn(1.0f, e2m1_max);
   bool good = true;
   for (int b = static_cast<int>(threadIdx.x); b < 128; b += static_cast<int>(blockDim.x)) {
-    const float m = quads::detail::rcp_rn_satfinite(
-        quads::detail::mul_rn(decode_ue4m3(static_cast<std::uint8_t>(b)), ts.decode));
+    float m, m8;
+    turbo_multipliers(static_cast<std::uint8_t>(b), ts.decode, m, m8);
     tab[b] = m;
-    const float m8 = quads::detail::mul_rn(m, 0.125f);
-    tab[128 + b] = m8 >= 1.17549435e-38f ? m8 : __uint_as_float(0x7fc00000u);
+    tab[128 + b] = m8;
     good = good && m > 0.0f;
   }
-  // a NaN ts.decode, or a NaN scale byte (from k = 0, Inf or NaN), would make values NaN,
-  // whose sign the sign-OR of QDQ would not match: such scales take the generic path
-  const float k = quads::detail::mul_rn(ts.encode, inv6);
-  good = good && ts.decode == ts.decode && k > 0.0f && k <= quads::detail::flt_max;
+  bool k_ok;
+  const float k = turbo_k(ts, k_ok);
+  good = good && k_ok;
   const bool ok = __syncthreads_and(good) != 0;
   return {k, ts.decode, tab, ok};
 }
@@ -275,12 +290,13 @@ QUADS_DEVICE_API float fmax_nan(float a, float b) {
   return d;
 }
 
-//! The turbo path for one block of 16 fp32 values quantized with the tensor scale of `c` (e.g. a
-//! RAC residual under a shared scale): `Quantizer::quantize`'s code words and scale byte. Returns
-//! false when a value is NaN (the caller takes the generic path). Requires `c.ok`.
-template <class Quantizer>
-QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], const turbo_ctx& c,
-                                      block_words<16>& q) {
+//! The turbo path for one block of 16 fp32 values: `Quantizer::quantize`'s code words and scale
+//! byte, with the byte's factor `k` and its multipliers from `mult(byte, m, m8)` (false: the
+//! multiplier does not admit the turbo path). Returns false when a value is NaN or `mult` refuses
+//! (the caller takes the generic path).
+template <class Quantizer, class Mult>
+QUADS_DEVICE_API bool turbo_block_f32_with(const float (&v)[16], float k, const Mult& mult,
+                                           block_words<16>& q) {
   float t[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i)
@@ -291,10 +307,10 @@ QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], const turbo_ctx& c,
     for (int i = 0; i < w; ++i)
       t[i] = fmax_nan(t[i], t[i + w]);
   if (t[0] != t[0]) return false;
-  const std::uint8_t byte = encode_ue4m3(quads::detail::mul_rn(t[0], c.k));
+  const std::uint8_t byte = encode_ue4m3(quads::detail::mul_rn(t[0], k));
   q.scale = byte;
-  const float m = c.mtab[byte];
-  const float m8 = c.mtab[128 + byte];
+  float m, m8;
+  if (!mult(byte, m, m8)) return false;
   if (quads::detail::mul_rn(t[0], m8) < 0.875f) { // the saturating encoder (see turbo_blocks)
 #pragma unroll
     for (int w = 0; w < 2; ++w) {
@@ -321,6 +337,37 @@ QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], const turbo_ctx& c,
     q.w[w] = acc | sgn;
   }
   return true;
+}
+
+//! `turbo_block_f32_with` for a block quantized with the tensor scale of `c` (e.g. a RAC
+//! residual under a shared scale). Requires `c.ok`.
+template <class Quantizer>
+QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], const turbo_ctx& c,
+                                      block_words<16>& q) {
+  return turbo_block_f32_with<Quantizer>(
+      v, c.k,
+      [&c](std::uint8_t b, float& m, float& m8) {
+        m = c.mtab[b];
+        m8 = c.mtab[128 + b];
+        return true;
+      },
+      q);
+}
+
+//! `turbo_block_f32_with` without a CTA's multiplier table (a thread on its own, e.g. an epilogue
+//! node): the block's multipliers are computed from its scale byte. Returns false also when
+//! `ts` or the byte's multiplier do not admit the turbo path.
+template <class Quantizer>
+QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], tensor_scale ts, block_words<16>& q) {
+  bool ok;
+  const float k = turbo_k(ts, ok);
+  return ok && turbo_block_f32_with<Quantizer>(
+                   v, k,
+                   [ts](std::uint8_t b, float& m, float& m8) {
+                     turbo_multipliers(b, ts.decode, m, m8);
+                     return m > 0.0f;
+                   },
+                   q);
 }
 
 //! Dequantizes a block: `Quantizer::decode` with the scale decoded once per block:

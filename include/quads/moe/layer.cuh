@@ -191,61 +191,108 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-//! Gathered input quantization (NVFP4 policies): grouped row r = token `pair_of_row[r] / k` of
-//! x, block by block through `block_quantizer` / `residual_quantizer` (the one QDQ path), written
-//! straight into the grouped `[Q(x) | Q(r_S)]` rows. Bytes equal quantizing x per token
-//! (`kernels::quantize` / `rac_quantize`, same stochastic block indices) and then gathering rows;
-//! one kernel instead of two, and no token-major intermediate.
+//! Gathered input quantization (NVFP4 policies): block `kb` of token `t` of x is quantized once
+//! and written into each of the token's k grouped `[Q(x) | Q(r_S)]` rows (`row_of_pair[t k + j]`).
+//! Bytes equal quantizing x per token (`kernels::quantize` / `rac_quantize`: `residual_quantizer`
+//! with the shared residual scale, same stochastic block indices) and then gathering rows. The
+//! kernels' turbo path (`rac_turbo_block`, bit-identical) does the work; a NaN block or an
+//! unusable multiplier table takes the core functors, whose per-thread chain is long at decode
+//! sizes (a single CTA quantizing 128 RAC blocks with them took ~8 us on the H200).
 template <bool Rac>
 __global__ void __launch_bounds__(256)
     gather_quantize_kernel(const __nv_bfloat16* __restrict__ x, int tokens, int H,
-                           const int* __restrict__ pair_of_row, int rows, int k,
+                           const int* __restrict__ row_of_pair, int k,
                            const int* __restrict__ slot, int nsel,
                            const tensor_scale* __restrict__ scale, std::uint8_t* __restrict__ out,
                            std::uint8_t* __restrict__ out_s, std::uint64_t seed) {
+  namespace kd = ::quads::kernels::detail;
   using Q = activation_quantizer;
   using RQ = compensation::residual_quantizer<Q>;
+  static_assert(kd::turbo_applies<Q, __nv_bfloat16>, "quads: the layer's activation recipe");
+  __shared__ float turbo_tab[kd::turbo_table_floats];
   const int nkb = H / block, cols = H + nsel * block;
   const std::size_t row_bytes = static_cast<std::size_t>(cols / 2);
   const int scols = cols / block;
   const tensor_scale ts = *scale;
-  const long long total = static_cast<long long>(rows) * nkb;
+  const kd::turbo_ctx tc = kd::make_turbo_ctx<Q>(ts, turbo_tab); // every thread; synchronises
+  const long long total = static_cast<long long>(tokens) * nkb;
   for (long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const int r = static_cast<int>(idx / nkb), kb = static_cast<int>(idx % nkb);
-    const int t = __ldg(pair_of_row + r) / k;
+    const int t = static_cast<int>(idx / nkb), kb = static_cast<int>(idx % nkb);
     const uint4* src =
         reinterpret_cast<const uint4*>(x + static_cast<std::size_t>(t) * H + kb * block);
-    const uint4 v0 = __ldg(src), v1 = __ldg(src + 1);
-    const std::uint32_t w[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-    float xv[block];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      xv[2 * i] = __uint_as_float(w[i] << 16);
-      xv[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-    const auto bx = Q::bits_for(seed, static_cast<std::uint64_t>(t) * nkb + kb);
-    std::uint8_t* row = out + static_cast<std::size_t>(r) * row_bytes;
-    packed_block<nvfp4> qx{};
+    const kd::raw_block<__nv_bfloat16, block> raw{{__ldg(src), __ldg(src + 1)}};
     const int j = Rac ? __ldg(slot + kb) : -1;
-    if (Rac && j >= 0) {
-      const auto br =
-          Q::bits_for(seed, compensation::residual_block_index(tokens, nkb, nsel, t, j));
-      const compensation::rac_block<nvfp4> q = RQ::quantize(xv, ts, ts, bx, br);
-      qx = q.x;
-      uint2 c;
-      std::memcpy(&c, q.r.codes, 8);
-      *reinterpret_cast<uint2*>(row + (H + j * block) / 2) = make_uint2(c.x, c.y);
-      out_s[static_cast<std::size_t>(r) * scols + static_cast<std::size_t>(nkb + j)] = q.r.scale;
-    } else {
-      qx = Q::quantize(xv, ts, bx);
+    const bool selected = Rac && j >= 0;
+    const std::uint64_t r_index =
+        selected ? compensation::residual_block_index(tokens, nkb, nsel, t, j) : 0;
+    kd::block_words<block> qx{}, qr{};
+    if (!compensation::kernels::detail::rac_turbo_block<Q, __nv_bfloat16>(
+            raw, selected, tc, ts, seed, r_index, qx, qr)) {
+      float xv[block];
+      kd::widen(raw, xv);
+      const auto bx = Q::bits_for(seed, static_cast<std::uint64_t>(t) * nkb + kb);
+      packed_block<nvfp4> px{}, pr{};
+      if (selected) {
+        const compensation::rac_block<nvfp4> q =
+            RQ::quantize(xv, ts, ts, bx, Q::bits_for(seed, r_index));
+        px = q.x;
+        pr = q.r;
+      } else {
+        px = Q::quantize(xv, ts, bx);
+      }
+      std::memcpy(qx.w, px.codes, 8);
+      std::memcpy(qr.w, pr.codes, 8);
+      qx.scale = px.scale;
+      qr.scale = pr.scale;
     }
-    uint2 c;
-    std::memcpy(&c, qx.codes, 8);
-    *reinterpret_cast<uint2*>(row + kb * block / 2) = make_uint2(c.x, c.y);
-    out_s[static_cast<std::size_t>(r) * scols + kb] = qx.scale;
+    for (int p = 0; p < k; ++p) {
+      const std::size_t r = static_cast<std::size_t>(__ldg(row_of_pair + t * k + p));
+      std::uint8_t* row = out + r * row_bytes;
+      *reinterpret_cast<uint2*>(row + kb * block / 2) = make_uint2(qx.w[0], qx.w[1]);
+      out_s[r * scols + kb] = qx.scale;
+      if (selected) {
+        *reinterpret_cast<uint2*>(row + (H + j * block) / 2) = make_uint2(qr.w[0], qr.w[1]);
+        out_s[r * scols + static_cast<std::size_t>(nkb + j)] = qr.scale;
+      }
+    }
   }
 }
+
+//! `quantize_expert_output`'s blocks on the kernels' turbo path: the table-free
+//! `turbo_block_f32` for Q(h) and the residual, `dequantize_block` for QDQ(h) (the bytes of the
+//! core functors); a NaN block, or a scale the turbo path does not admit, takes the core
+//! functors. One thread per block: the core functors' chain made the gate_up epilogue 4.6 us of
+//! a QUADS call at T = 1 (Qwen3-30B-A3B, H200, `quads_decode_trace --moe`).
+struct turbo_expert_blocks {
+  using Q = activation_quantizer;
+  QUADS_DEVICE_API void operator()(const float (&x)[block], tensor_scale ts, bool selected,
+                                   std::uint64_t seed, std::uint64_t x_index,
+                                   std::uint64_t r_index, packed_block<nvfp4>& qx,
+                                   packed_block<nvfp4>& qr) const {
+    namespace kd = ::quads::kernels::detail;
+    kd::block_words<block> wx, wr;
+    if (!kd::turbo_block_f32<Q>(x, ts, wx)) {
+      quantize_expert_output<Q>::core_blocks{}(x, ts, selected, seed, x_index, r_index, qx, qr);
+      return;
+    }
+    if (selected) {
+      float dq[block], res[block];
+      kd::dequantize_block<Q>(wx, ts, dq);
+#pragma unroll
+      for (int i = 0; i < block; ++i)
+        res[i] = quads::detail::add_rn(x[i], -dq[i]);
+      if (kd::turbo_block_f32<Q>(res, ts, wr)) {
+        std::memcpy(qr.codes, wr.w, 8);
+        qr.scale = wr.scale;
+      } else {
+        qr = Q::quantize(res, ts, Q::bits_for(seed, r_index));
+      }
+    }
+    std::memcpy(qx.codes, wx.w, 8);
+    qx.scale = wx.scale;
+  }
+};
 
 //! out[t][c] = sum_j y[row_of_pair[t k + j]][c] (fp32, j ascending); bf16 and optional fp32.
 template <int = 0> // a template, so the header can be in several TUs
@@ -331,6 +378,24 @@ cudaError_t bf16_grouped(const __nv_bfloat16* a, const __nv_bfloat16* w, const i
 }
 
 } // namespace detail
+
+//! The gate_up epilogue's quantize node on the GPU: `quantize_expert_output` with its blocks on
+//! the turbo path (`detail::turbo_expert_blocks`, the same bytes); the host keeps the core path.
+struct quantize_expert_output_gpu : quantize_expert_output<activation_quantizer> {
+  template <int W>
+  QUADS_API static epilogue::fragment<W> apply(const epilogue::fragment<W>& f,
+                                               const params& p) noexcept {
+#if defined(__CUDA_ARCH__)
+    return apply_with<W>(f, p, detail::turbo_expert_blocks{});
+#else
+    return quantize_expert_output<activation_quantizer>::apply<W>(f, p);
+#endif
+  }
+};
+//! `gate_up_fp4_epilogue` with `quantize_expert_output_gpu` (same arguments), the chain
+//! `forward` runs.
+using gate_up_fp4_epilogue_gpu = epilogue::chain<epilogue::scale_alpha, epilogue::swiglu<>,
+                                                 tap<float>, quantize_expert_output_gpu>;
 
 //! Plans a layer call for `tokens` tokens (host only; the CUB temp size is a host query).
 //! `gu_selected` / `dn_selected`: QUADS |S| of the gate_up set and of each down set (multiples of
@@ -494,11 +559,11 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
     std::uint8_t* h = base + plan.off_h;
     std::uint8_t* hs = base + plan.off_hs;
     {
-      const long long blocks = static_cast<long long>(n) * (H / block);
+      const long long blocks = static_cast<long long>(T) * (H / block); // one thread per block
       const unsigned grid =
           static_cast<unsigned>(blocks / 256 + 1 < 132LL * 16 ? blocks / 256 + 1 : 132LL * 16);
       detail::gather_quantize_kernel<rac><<<grid, 256, 0, stream>>>(
-          io.x, T, H, rv.pair_of_row, n, k, rac ? num.gate_up_sel.slot : nullptr,
+          io.x, T, H, rv.row_of_pair, k, rac ? num.gate_up_sel.slot : nullptr,
           plan.gu_selected / block, num.x_scale, a1, a1s, 0);
     }
     mark(1);
@@ -520,7 +585,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
         a.selected = plan.gu_selected;
         a.residual = compensation::residual_scale::shared;
         a.slot_expert_stride = 0;
-        if (cudaError_t e = gemm::grouped_gemm<Lane, gate_up_fp4_epilogue>(
+        if (cudaError_t e = gemm::grouped_gemm<Lane, gate_up_fp4_epilogue_gpu>(
                 plan.gu, wgu, a, rv.offsets, gu_epi, gws, stream);
             e != cudaSuccess)
           return e;
@@ -547,7 +612,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
           mark(3);
         }
       } else {
-        if (cudaError_t e = gemm::grouped_gemm<Lane, gate_up_fp4_epilogue>(
+        if (cudaError_t e = gemm::grouped_gemm<Lane, gate_up_fp4_epilogue_gpu>(
                 plan.gu, wgu, gemm::fp4_activations<nvfp4>{a1, a1s}, rv.offsets, gu_epi, gws,
                 stream);
             e != cudaSuccess)

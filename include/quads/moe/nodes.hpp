@@ -68,11 +68,38 @@ struct quantize_expert_output {
   using params = arguments;
   static constexpr params to_params(const arguments& a) noexcept { return a; }
 
+  //! Q(x) of one block and, when `selected`, Q(x - QDQ(x)) with the same scale, through the core
+  //! functors (`x_index` / `r_index`: the stochastic block indices). `apply_with` takes another
+  //! such callable, e.g. a faster device path with the same bytes (moe/layer.cuh).
+  struct core_blocks {
+    QUADS_API void operator()(const float (&x)[block_size], tensor_scale ts, bool selected,
+                              ::cuda::std::uint64_t seed, ::cuda::std::uint64_t x_index,
+                              ::cuda::std::uint64_t r_index, packed_block<format>& qx,
+                              packed_block<format>& qr) const noexcept {
+      const auto bx = Quantizer::bits_for(seed, x_index);
+      if (selected) {
+        const compensation::rac_block<format> q =
+            compensation::residual_quantizer<Quantizer>::quantize(
+                x, ts, ts, bx, Quantizer::bits_for(seed, r_index));
+        qx = q.x;
+        qr = q.r;
+      } else {
+        qx = Quantizer::quantize(x, ts, bx);
+      }
+    }
+  };
+
   template <int W>
   QUADS_API static epilogue::fragment<W> apply(const epilogue::fragment<W>& f,
                                                const params& p) noexcept {
+    return apply_with<W>(f, p, core_blocks{});
+  }
+
+  template <int W, class Blocks>
+  QUADS_API static epilogue::fragment<W> apply_with(const epilogue::fragment<W>& f,
+                                                    const params& p,
+                                                    const Blocks& blocks) noexcept {
     static_assert(W % block_size == 0, "quads: quantize_expert_output needs whole blocks");
-    using rq = compensation::residual_quantizer<Quantizer>;
     const int nkb = p.cols / block_size, nsel = p.selected / block_size;
     const int e = p.expert_of_row != nullptr ? p.expert_of_row[f.row] : 0;
     tensor_scale ts{};
@@ -89,21 +116,16 @@ struct quantize_expert_output {
         x[i] = f.v[b * block_size + i];
       const int kb = (f.col + b * block_size) / block_size;
       const int j = p.slot != nullptr ? p.slot[static_cast<::cuda::std::size_t>(e) * nkb + kb] : -1;
-      const auto bx = Quantizer::bits_for(p.seed, static_cast<::cuda::std::uint64_t>(f.row) *
-                                                          static_cast<::cuda::std::uint64_t>(nkb) +
-                                                      static_cast<::cuda::std::uint64_t>(kb));
-      packed_block<format> qx{};
+      packed_block<format> qx{}, qr{};
+      blocks(x, ts, j >= 0, p.seed,
+             static_cast<::cuda::std::uint64_t>(f.row) * static_cast<::cuda::std::uint64_t>(nkb) +
+                 static_cast<::cuda::std::uint64_t>(kb),
+             j >= 0 ? compensation::residual_block_index(p.rows, nkb, nsel, f.row, j) : 0, qx, qr);
       if (j >= 0) {
-        const auto br = Quantizer::bits_for(
-            p.seed, compensation::residual_block_index(p.rows, nkb, nsel, f.row, j));
-        const compensation::rac_block<format> q = rq::quantize(x, ts, ts, bx, br);
-        qx = q.x;
         ::cuda::std::uint8_t* dst = row + (p.cols + j * block_size) / 2;
         for (int i = 0; i < block_size / 2; ++i)
-          dst[i] = q.r.codes[i];
-        p.scales[layout.offset(f.row, nkb + j)] = q.r.scale;
-      } else {
-        qx = Quantizer::quantize(x, ts, bx);
+          dst[i] = qr.codes[i];
+        p.scales[layout.offset(f.row, nkb + j)] = qr.scale;
       }
       ::cuda::std::uint8_t* dst = row + kb * block_size / 2;
       for (int i = 0; i < block_size / 2; ++i)
