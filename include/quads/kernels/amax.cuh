@@ -6,14 +6,25 @@
 //! Semantics are those of `quads::reference::amax`: max |x| ignoring NaN, Inf counts, 0 for an
 //! empty or all-NaN input. On the device `fmaxf(m, |x|)` with `m` never NaN is exactly
 //! `detail::max_num`, and max is order-independent, so the result is bit-identical to the host.
-//! Across CTAs the tensor amax is combined with `atomicMax` on the fp32 bits (monotonic for
-//! non-negative floats, +Inf = 0x7f800000 included); the buffer is zeroed by the launcher with
-//! `cudaMemsetAsync` unless `accumulate` is set. A tensor that one CTA covers (per expert) is
-//! stored by that CTA without atomics and without the memset launch. bf16 / fp16 inputs are
+//! Across CTAs the tensor amax is combined in one of three ways (`amax_combine`):
+//! - one CTA covers the tensor (per expert): it stores the result, one launch;
+//! - a cluster of up to 8 CTAs covers it (small tensors): the CTAs' maxima meet in the shared
+//!   memory of the cluster's first CTA (distributed shared memory), which stores, one launch;
+//! - otherwise `atomicMax` on the fp32 bits (monotonic for non-negative floats, +Inf =
+//!   0x7f800000 included) into a buffer zeroed by a one-CTA kernel; the amax kernel is launched
+//!   behind it with programmatic dependent launch, so its loads run while the zeroing kernel
+//!   finishes, and it waits for that kernel (`griddepcontrol.wait`) only before its atomics.
+//!   This replaces the `cudaMemsetAsync` launch of earlier versions (one stream operation, about
+//!   a microsecond, less per call).
+//! With `accumulate` the result is max(old, new) and nothing is zeroed. bf16 / fp16 inputs are
 //! reduced as packed pairs (`packed_amax`).
 #pragma once
 
 #include <quads/kernels/common.cuh>
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
 
 namespace quads::kernels {
 
@@ -35,6 +46,27 @@ QUADS_DEVICE_API float cta_max(float m, float* red) {
     r = fmaxf(r, red[w]);
   __syncthreads(); // `red` may be reused right after
   return r;
+}
+
+//! `cta_max` for values that are >= 0 and not NaN, with one barrier: the fp32 bits of such values
+//! order like the values, so a warp reduces them with one `redux.sync` (instead of five
+//! shuffles), and every thread then reads the warp maxima (at most 8 warps). `red` holds 8
+//! floats, 16-byte aligned, that this CTA does not write again before all its threads have
+//! passed another barrier (callers alternate two buffers).
+QUADS_DEVICE_API float cta_max_nonneg(float m, float* red) {
+  const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
+  if ((threadIdx.x & 31u) == 0) red[threadIdx.x >> 5] = __uint_as_float(w);
+  __syncthreads();
+  const int warps = static_cast<int>(blockDim.x >> 5);
+  const float4 a = reinterpret_cast<const float4*>(red)[0];
+  float4 b = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (warps > 4) b = reinterpret_cast<const float4*>(red)[1];
+  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  unsigned r = __float_as_uint(v[0]);
+#pragma unroll
+  for (int i = 1; i < 8; ++i)
+    if (i < warps) r = max(r, __float_as_uint(v[i]));
+  return __uint_as_float(r);
 }
 
 //! Deterministic CTA sum: each warp folds its lanes with an xor butterfly (offsets 16, 8, 4,
@@ -94,27 +126,31 @@ QUADS_DEVICE_API float amax_of_word(uint4 w, float m) {
   return m;
 }
 
-//! Tensor amax of each expert (blockIdx.y) over 16-byte words; `vecs` = words per row.
+//! The 16-byte word `u` of expert `xe` (`vecs` words per row).
 template <class T>
-__global__ void __launch_bounds__(amax_threads)
-    tensor_amax_kernel(const T* x, fast_divmod vecs, std::uint32_t total, std::int64_t row_stride,
-                       std::int64_t expert_stride, float* amax, int direct) {
-  __shared__ float red[amax_threads / 32];
-  constexpr int E = 16 / sizeof(T);
-  const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
-  const std::uint32_t stride = gridDim.x * blockDim.x;
-  std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
+QUADS_DEVICE_API uint4 amax_word(const T* xe, const fast_divmod& vecs, std::uint32_t u,
+                                 std::int64_t row_stride) {
+  std::uint32_t r, c;
+  vecs.divmod(u, r, c);
+  return *reinterpret_cast<const uint4*>(xe + r * row_stride +
+                                         static_cast<std::int64_t>(c) * (16 / sizeof(T)));
+}
+
+//! Max |x| over the words `first`, `first + stride`, ... < `total` of expert `xe`, loaded
+//! `amax_unroll` at a time; the last (partial) round is predicated, so its loads are in flight
+//! together too (a serial tail loop cost one memory round trip per word: two at 1 x 4096 bf16).
+template <class T>
+QUADS_DEVICE_API float thread_amax(const T* xe, const fast_divmod& vecs, std::uint32_t total,
+                                   std::int64_t row_stride, std::uint32_t first,
+                                   std::uint32_t stride) {
   float m = 0.0f;
   [[maybe_unused]] packed_amax<T> pm;
+  std::uint32_t u = first;
   for (; u + (amax_unroll - 1) * stride < total; u += amax_unroll * stride) {
     uint4 w[amax_unroll];
 #pragma unroll
-    for (int j = 0; j < amax_unroll; ++j) {
-      std::uint32_t r, c;
-      vecs.divmod(u + j * stride, r, c);
-      w[j] =
-          *reinterpret_cast<const uint4*>(xe + r * row_stride + static_cast<std::int64_t>(c) * E);
-    }
+    for (int j = 0; j < amax_unroll; ++j)
+      w[j] = amax_word(xe, vecs, u + j * stride, row_stride);
 #pragma unroll
     for (int j = 0; j < amax_unroll; ++j) {
       if constexpr (sizeof(T) == 2)
@@ -123,21 +159,97 @@ __global__ void __launch_bounds__(amax_threads)
         m = amax_of_word<T>(w[j], m);
     }
   }
-  if constexpr (sizeof(T) == 2) m = pm.value(m);
-  for (; u < total; u += stride) {
-    std::uint32_t r, c;
-    vecs.divmod(u, r, c);
-    m = amax_of_word<T>(
-        *reinterpret_cast<const uint4*>(xe + r * row_stride + static_cast<std::int64_t>(c) * E), m);
+  if (u < total) { // at most amax_unroll - 1 words left; zeros do not change a max of |x|
+    uint4 w[amax_unroll - 1];
+#pragma unroll
+    for (int j = 0; j < amax_unroll - 1; ++j)
+      w[j] = u + j * stride < total ? amax_word(xe, vecs, u + j * stride, row_stride)
+                                    : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int j = 0; j < amax_unroll - 1; ++j) {
+      if constexpr (sizeof(T) == 2)
+        pm.add(w[j]);
+      else
+        m = amax_of_word<T>(w[j], m);
+    }
   }
+  if constexpr (sizeof(T) == 2) m = pm.value(m);
+  return m;
+}
+
+//! How `tensor_amax_kernel` publishes its CTA's max.
+enum class amax_store : int {
+  atomic = 0,     //!< atomicMax into a buffer zeroed before (or accumulating)
+  direct = 1,     //!< the only CTA of its expert: store
+  direct_max = 2, //!< the only CTA, accumulating: max(old, new)
+  atomic_pdl = 3, //!< atomicMax after `griddepcontrol.wait` (launched behind the zeroing kernel)
+};
+
+//! Waits for the grids this one depends on programmatically (a no-op without such a launch).
+QUADS_DEVICE_API void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+//! Tensor amax of each expert (blockIdx.y) over 16-byte words; `vecs` = words per row.
+template <class T>
+__global__ void __launch_bounds__(amax_threads)
+    tensor_amax_kernel(const T* x, fast_divmod vecs, std::uint32_t total, std::int64_t row_stride,
+                       std::int64_t expert_stride, float* amax, int store) {
+  __shared__ float red[amax_threads / 32];
+  const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
+  float m = thread_amax(xe, vecs, total, row_stride, blockIdx.x * blockDim.x + threadIdx.x,
+                        gridDim.x * blockDim.x);
   m = cta_max(m, red);
   if (threadIdx.x == 0) {
-    if (direct == 1) // the only CTA of this expert: store (no zeroing memset before the launch)
+    if (store == static_cast<int>(amax_store::direct)) {
       amax[blockIdx.y] = m;
-    else if (direct == 2) // the only CTA, accumulating
+    } else if (store == static_cast<int>(amax_store::direct_max)) {
       amax[blockIdx.y] = fmaxf(amax[blockIdx.y], m);
-    else
+    } else {
+      if (store == static_cast<int>(amax_store::atomic_pdl)) grid_dependency_wait();
       atomic_max_nonneg(amax + blockIdx.y, m);
+    }
+  }
+}
+
+//! Zeroes `n` floats; lets the dependent amax kernel launch at once (it waits for this grid's
+//! completion, which includes these stores, before its atomics).
+//! (A template so that every translation unit may instantiate it.)
+template <int Unused = 0>
+__global__ void __launch_bounds__(256) amax_zero_kernel(float* amax, int n) {
+  asm volatile("griddepcontrol.launch_dependents;");
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) amax[i] = 0.0f;
+}
+
+//! Threads per CTA of the cluster amax kernel.
+inline constexpr int amax_cluster_threads = 1024;
+//! Most CTAs of one amax cluster (8 is the portable cluster size; 16 needs the non-portable
+//! attribute, which Hopper grants).
+inline constexpr int amax_cluster_max = 16;
+
+//! Tensor amax of small tensors: one cluster of `gridDim.x` CTAs per expert (blockIdx.y); each
+//! CTA writes its max into the first CTA's shared memory, and after the cluster barrier that CTA
+//! stores (or, with `accumulate`, max-accumulates) the expert's amax. No atomics, no zeroing.
+template <class T>
+__global__ void __launch_bounds__(amax_cluster_threads)
+    tensor_amax_cluster_kernel(const T* x, fast_divmod vecs, std::uint32_t total,
+                               std::int64_t row_stride, std::int64_t expert_stride, float* amax,
+                               int accumulate) {
+  __shared__ float red[amax_cluster_threads / 32];
+  __shared__ float part[amax_cluster_max];
+  const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
+  float m = thread_amax(xe, vecs, total, row_stride, blockIdx.x * blockDim.x + threadIdx.x,
+                        gridDim.x * blockDim.x);
+  m = cta_max(m, red);
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank();
+  if (threadIdx.x == 0) *cluster.map_shared_rank(&part[rank], 0) = m;
+  cluster.sync(); // release / acquire: the remote stores are visible to the first CTA
+  if (rank == 0 && threadIdx.x == 0) {
+    float r = part[0];
+    for (unsigned i = 1; i < cluster.num_blocks(); ++i)
+      r = fmaxf(r, part[i]);
+    amax[blockIdx.y] = accumulate ? fmaxf(amax[blockIdx.y], r) : r;
   }
 }
 
@@ -220,7 +332,7 @@ inline const char* check_amax_args(const T* x, const tensor_shape& s, const floa
   return nullptr;
 }
 
-//! CTAs per expert of the tensor amax pass.
+//! CTAs per expert of the tensor amax pass (`tensor_amax_kernel`).
 template <class T>
 inline unsigned tensor_amax_grid(const tensor_shape& s) {
   constexpr int E = 16 / sizeof(T);
@@ -230,42 +342,131 @@ inline unsigned tensor_amax_grid(const tensor_shape& s) {
                                          s.experts);
 }
 
-//! Enqueues the tensor amax pass (no status bookkeeping; the caller checks). `direct`: 0 = atomic
-//! max into a zeroed buffer; 1 / 2 = store / max-accumulate (only valid with one CTA per expert,
-//! `tensor_amax_grid(s) == 1`).
+//! How `tensor_amax` combines the CTAs of an expert when one CTA does not cover it.
+enum class amax_combine {
+  memset_atomic, //!< `cudaMemsetAsync`, then atomics (the path before 2026-11-30, for comparison)
+  pdl_atomic,    //!< zeroing kernel, then the amax kernel as its programmatic dependent
+  cluster,       //!< one cluster per expert when it covers the expert, else `pdl_atomic`
+};
+
+//! Benchmark knobs of the tensor amax launcher (host state, read at each call). The defaults are
+//! the fastest measured (docs/benchmarks.md, "Small calls, sixth session").
+struct amax_tuning {
+  amax_combine combine = amax_combine::cluster;
+  //! CTAs of an amax cluster (2 .. 16; above 8 is a non-portable cluster size). The cluster
+  //! path takes experts of up to `cluster_ctas * 1024 * amax_unroll` words (8: 64 x 4096 bf16),
+  //! each thread loading at most `amax_unroll` words in one round.
+  int cluster_ctas = 8;
+};
+inline amax_tuning& amax_knobs() noexcept {
+  static amax_tuning t;
+  return t;
+}
+
+//! Words per row and per expert of the tensor amax pass.
 template <class T>
-inline void enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax, cudaStream_t stream,
-                                int direct = 0) {
-  constexpr int E = 16 / sizeof(T);
-  const std::uint32_t vecs = static_cast<std::uint32_t>(s.cols / E);
-  const std::uint32_t total = vecs * static_cast<std::uint32_t>(s.rows);
+struct amax_extent {
+  std::uint32_t vecs;
+  std::uint32_t total;
+  explicit amax_extent(const tensor_shape& s)
+      : vecs(static_cast<std::uint32_t>(s.cols / static_cast<int>(16 / sizeof(T)))),
+        total(vecs * static_cast<std::uint32_t>(s.rows)) {}
+};
+
+//! Enqueues the tensor amax pass as `tensor_amax` describes (rows, cols > 0); returns the launch
+//! status.
+template <class T>
+inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax,
+                                       cudaStream_t stream, bool accumulate,
+                                       const amax_tuning& knobs = amax_knobs()) {
+  const amax_extent<T> ext(s);
+  const unsigned experts = static_cast<unsigned>(s.experts);
   const unsigned gx = tensor_amax_grid<T>(s);
-  tensor_amax_kernel<T><<<dim3(gx, static_cast<unsigned>(s.experts)), amax_threads, 0, stream>>>(
-      x, fast_divmod(vecs), total, s.rstride(), s.estride(), amax, direct);
+  if (gx == 1) { // one CTA per expert: it stores the result
+    tensor_amax_kernel<T><<<dim3(1, experts), amax_threads, 0, stream>>>(
+        x, fast_divmod(ext.vecs), ext.total, s.rstride(), s.estride(), amax,
+        static_cast<int>(accumulate ? amax_store::direct_max : amax_store::direct));
+    return cudaGetLastError();
+  }
+  const unsigned cx = static_cast<unsigned>(std::clamp(knobs.cluster_ctas, 2, amax_cluster_max));
+  if (knobs.combine == amax_combine::cluster &&
+      ext.total <= cx * static_cast<std::uint32_t>(amax_cluster_threads) * amax_unroll) {
+    // all `cx` CTAs (more SMs, fewer bytes each), threads for <= amax_unroll words each
+    const std::uint32_t per_cta = (ext.total + cx - 1) / cx;
+    const std::uint32_t threads = (per_cta + 32 * amax_unroll - 1) / (32 * amax_unroll) * 32;
+    constexpr auto kernel = tensor_amax_cluster_kernel<T>;
+    if (cx > 8) {
+      static const cudaError_t allowed =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      if (allowed != cudaSuccess) return allowed;
+    }
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(cx, experts);
+    cfg.blockDim = dim3(threads);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cx;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, tensor_amax_cluster_kernel<T>, x, fast_divmod(ext.vecs),
+                              ext.total, s.rstride(), s.estride(), amax, accumulate ? 1 : 0);
+  }
+  if (accumulate) { // atomics into the caller's values: nothing to zero
+    tensor_amax_kernel<T><<<dim3(gx, experts), amax_threads, 0, stream>>>(
+        x, fast_divmod(ext.vecs), ext.total, s.rstride(), s.estride(), amax,
+        static_cast<int>(amax_store::atomic));
+    return cudaGetLastError();
+  }
+  if (knobs.combine == amax_combine::memset_atomic) {
+    if (const cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float) * experts, stream);
+        e != cudaSuccess)
+      return e;
+    tensor_amax_kernel<T><<<dim3(gx, experts), amax_threads, 0, stream>>>(
+        x, fast_divmod(ext.vecs), ext.total, s.rstride(), s.estride(), amax,
+        static_cast<int>(amax_store::atomic));
+    return cudaGetLastError();
+  }
+  amax_zero_kernel<><<<(experts + 255) / 256, 256, 0, stream>>>(amax, static_cast<int>(experts));
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(gx, experts);
+  cfg.blockDim = dim3(amax_threads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, tensor_amax_kernel<T>, x, fast_divmod(ext.vecs), ext.total,
+                            s.rstride(), s.estride(), amax,
+                            static_cast<int>(amax_store::atomic_pdl));
 }
 
 } // namespace detail
 
 //! Tensor amax of `x` (`[experts, rows, cols]`, strides in elements): writes `experts` floats
-//! to device memory `amax` (one per expert). The buffer is zeroed first with `cudaMemsetAsync`
-//! unless `accumulate` is true, in which case the result is max(old, new) (e.g. for amax
-//! history); when one CTA covers an expert the kernel stores (or max-accumulates) directly and
-//! no memset is enqueued. Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples
-//! of 16.
+//! to device memory `amax` (one per expert), or with `accumulate` max(old, new) (e.g. for amax
+//! history). Launches (see the file comment): one kernel when one CTA or one cluster of CTAs
+//! covers an expert (up to 64 x 4096 bf16 values per expert), else a one-CTA zeroing kernel
+//! (none with `accumulate`) and the amax kernel, launched as its programmatic dependent. No
+//! memset. Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples of 16.
 template <class T>
 cudaError_t tensor_amax(const T* x, const tensor_shape& shape, float* amax,
                         cudaStream_t stream = nullptr, bool accumulate = false) {
   static_assert(is_kernel_element<T>, "quads: element type must be __nv_bfloat16, __half or float");
   if (const char* why = detail::check_amax_args(x, shape, amax)) return detail::fail(why);
-  // one CTA per expert (small tensors): the kernel stores the result, no memset launch
-  const bool one_cta = shape.rows > 0 && shape.cols > 0 && detail::tensor_amax_grid<T>(shape) == 1;
-  if (!accumulate && !one_cta) {
+  if (shape.rows == 0 || shape.cols == 0) {
+    if (accumulate) return detail::ok(); // max(old, 0) = old
     const cudaError_t e =
         cudaMemsetAsync(amax, 0, sizeof(float) * static_cast<std::size_t>(shape.experts), stream);
-    if (e != cudaSuccess) return detail::fail(cudaGetErrorString(e), e);
+    return e == cudaSuccess ? detail::ok() : detail::fail(cudaGetErrorString(e), e);
   }
-  if (shape.rows == 0 || shape.cols == 0) return detail::ok();
-  detail::enqueue_tensor_amax(x, shape, amax, stream, one_cta ? (accumulate ? 2 : 1) : 0);
+  if (const cudaError_t e = detail::enqueue_tensor_amax(x, shape, amax, stream, accumulate);
+      e != cudaSuccess)
+    return detail::fail(cudaGetErrorString(e), e);
   return detail::after_launch();
 }
 

@@ -542,15 +542,15 @@ inline int padded_rows_of(const Layout& l, int rows) {
 template <class T, int B>
 inline constexpr int blocks_per_iteration = B * sizeof(T) <= 32 ? 2 : 1;
 
-//! The block kernel's body: grid-stride over the blocks of expert `blockIdx.y`.
-template <class Quantizer, class T, class Sink, bool Fast>
+//! The block kernel's body: grid-stride over the blocks of expert `blockIdx.y`, `U` blocks per
+//! thread and iteration (`enqueue_block` takes 1 when a block per thread fits in one wave).
+template <class Quantizer, class T, class Sink, bool Fast, int U>
 QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                                         std::int64_t row_stride, std::int64_t expert_stride,
                                         scale_source<Quantizer> src, Sink sink,
                                         std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
-  constexpr int U = blocks_per_iteration<T, B>;
   const int e = static_cast<int>(blockIdx.y);
   const tensor_scale ts = src.get(e);
   if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
@@ -631,35 +631,38 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
 }
 
 //! The block kernel (see `block_kernel_body`).
-template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>>
+template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>,
+          int U = blocks_per_iteration<T, Quantizer::block_size>>
 __global__ void __launch_bounds__(block_threads)
     block_kernel(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                  std::int64_t row_stride, std::int64_t expert_stride, scale_source<Quantizer> src,
                  Sink sink, std::uint64_t seed) {
-  block_kernel_body<Quantizer, T, Sink, Fast>(x, nkb, total, rows, row_stride, expert_stride, src,
-                                              sink, seed);
+  block_kernel_body<Quantizer, T, Sink, Fast, U>(x, nkb, total, rows, row_stride, expert_stride,
+                                                 src, sink, seed);
 }
 
 //! The block kernel for the turbo path with a resident-CTA request (`enqueue_block` asks for 2 by
 //! default: QDQ measured faster with 2 CTAs of 125 registers than with 3 of 80). A separate
 //! kernel because a bound made ptxas spend more registers on the other instantiations (fp32
 //! input 40 -> 67, MXFP4 63 -> 112).
-template <class Quantizer, class T, class Sink, int MinBlocks = 3>
+template <class Quantizer, class T, class Sink, int MinBlocks = 3,
+          int U = blocks_per_iteration<T, Quantizer::block_size>>
 __global__ void __launch_bounds__(block_threads, MinBlocks)
     block_kernel_turbo(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                        std::int64_t row_stride, std::int64_t expert_stride,
                        scale_source<Quantizer> src, Sink sink, std::uint64_t seed) {
-  block_kernel_body<Quantizer, T, Sink, true>(x, nkb, total, rows, row_stride, expert_stride, src,
-                                              sink, seed);
+  block_kernel_body<Quantizer, T, Sink, true, U>(x, nkb, total, rows, row_stride, expert_stride,
+                                                 src, sink, seed);
 }
 
-//! The block kernel to launch (only the chosen one is instantiated).
-template <class Quantizer, class T, class Sink, int TurboMinBlocks = 3>
+//! The block kernel to launch (only the chosen one is instantiated), `U` blocks per iteration.
+template <class Quantizer, class T, class Sink, int TurboMinBlocks = 3,
+          int U = blocks_per_iteration<T, Quantizer::block_size>>
 constexpr auto block_kernel_for() {
   if constexpr (turbo_applies<Quantizer, T> && fast_path_applies<Quantizer>)
-    return block_kernel_turbo<Quantizer, T, Sink, TurboMinBlocks>;
+    return block_kernel_turbo<Quantizer, T, Sink, TurboMinBlocks, U>;
   else
-    return block_kernel<Quantizer, T, Sink>;
+    return block_kernel<Quantizer, T, Sink, fast_path_applies<Quantizer>, U>;
 }
 
 //! Whether the pair kernel applies to blocks of `B` elements of `T` (32-byte blocks).
@@ -798,15 +801,18 @@ inline constexpr int row_cache_blocks = 2;
 //! layout only get their zero scale words). `blockDim.x` is a multiple of 32, <= 256. Thread t
 //! owns blocks t, t + n, t + 2n, ...; the first `row_cache_blocks` of them stay in registers
 //! between the passes (state, amax, quantize), later ones are loaded again in each pass.
-template <class Quantizer, class Producer, class Sink, row_mode Mode>
+//! `C`: blocks per thread kept in registers (`enqueue_row` takes 1 when a row has at most one
+//! block per thread: half the unrolled code and registers of 2, for short rows' latency).
+template <class Quantizer, class Producer, class Sink, row_mode Mode, int C = row_cache_blocks>
 __global__ void __launch_bounds__(256)
     row_kernel(Producer p, int experts, int rows, int padded_rows, int nkb,
                scale_source<Quantizer> src, tensor_scale* row_scales, float* amax_out, Sink sink,
                std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
-  constexpr int C = row_cache_blocks;
   __shared__ float red[8];
+  __shared__ alignas(16) float redm[2][8]; // cta_max_nonneg, alternating per row
+  int parity = 0;
   const int t = static_cast<int>(threadIdx.x);
   const int n = static_cast<int>(blockDim.x);
   if constexpr (Mode == row_mode::fixed) {
@@ -865,7 +871,8 @@ __global__ void __launch_bounds__(256)
         p.finish(kb, state, w);
         m = fmaxf(m, block_amax(w));
       }
-      m = cta_max(m, red);
+      m = cta_max_nonneg(m, redm[parity]);
+      parity ^= 1;
       if constexpr (Mode == row_mode::amax_only) {
         if (t == 0) atomic_max_nonneg(amax_out + e, m);
       } else {
@@ -943,19 +950,46 @@ inline const char* block_multiple_msg() {
              : "quads: cols (K) must be a multiple of the block size 32; pad explicitly";
 }
 
-//! Enqueues a row kernel for `Producer`.
+//! Benchmark knobs of the small-call paths (host state, read at each call; the defaults are the
+//! configuration measured fastest, docs/benchmarks.md "Small calls, sixth session").
+struct small_call_tuning {
+  bool one_block_kernel = true; //!< block kernel: the one-block instantiation for one-wave calls
+  bool row_one_block = true;    //!< row kernel: one cached block per thread for short rows
+};
+inline small_call_tuning& small_knobs() noexcept {
+  static small_call_tuning t;
+  return t;
+}
+
+//! Enqueues `row_kernel` with `C` cached blocks per thread.
+template <class Quantizer, row_mode Mode, int C, class Producer, class Sink>
+inline void enqueue_row_cached(const Producer& p, const tensor_shape& s, int padded_rows,
+                               const scale_source<Quantizer>& src, tensor_scale* row_scales,
+                               float* amax_out, const Sink& sink, std::uint64_t seed,
+                               cudaStream_t stream) {
+  const int nkb = s.cols / Quantizer::block_size;
+  const int threads = cta_threads_for(nkb);
+  constexpr auto kernel = row_kernel<Quantizer, Producer, Sink, Mode, C>;
+  const std::uint64_t rows_total = static_cast<std::uint64_t>(s.experts) * padded_rows;
+  const unsigned grid = grid_for<kernel>(threads, rows_total * threads, 32);
+  kernel<<<grid, threads, 0, stream>>>(p, s.experts, s.rows, padded_rows, nkb, src, row_scales,
+                                       amax_out, sink, seed);
+}
+
+//! Enqueues a row kernel for `Producer`: one cached block per thread when the row has at most
+//! one block per thread, else `row_cache_blocks`.
 template <class Quantizer, row_mode Mode, class Producer, class Sink>
 inline void enqueue_row(const Producer& p, const tensor_shape& s, int padded_rows,
                         const scale_source<Quantizer>& src, tensor_scale* row_scales,
                         float* amax_out, const Sink& sink, std::uint64_t seed,
                         cudaStream_t stream) {
   const int nkb = s.cols / Quantizer::block_size;
-  const int threads = cta_threads_for(nkb);
-  constexpr auto kernel = row_kernel<Quantizer, Producer, Sink, Mode>;
-  const std::uint64_t rows_total = static_cast<std::uint64_t>(s.experts) * padded_rows;
-  const unsigned grid = grid_for<kernel>(threads, rows_total * threads, 32);
-  kernel<<<grid, threads, 0, stream>>>(p, s.experts, s.rows, padded_rows, nkb, src, row_scales,
-                                       amax_out, sink, seed);
+  if (nkb <= cta_threads_for(nkb) && small_knobs().row_one_block)
+    enqueue_row_cached<Quantizer, Mode, 1>(p, s, padded_rows, src, row_scales, amax_out, sink,
+                                           seed, stream);
+  else
+    enqueue_row_cached<Quantizer, Mode, row_cache_blocks>(p, s, padded_rows, src, row_scales,
+                                                          amax_out, sink, seed, stream);
 }
 
 //! Enqueues the block kernel (or the pair kernel). `PairMinBlocks` / `TurboMinBlocks`: resident
@@ -990,10 +1024,19 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   }
   constexpr int U = blocks_per_iteration<T, B>;
   constexpr auto kernel = block_kernel_for<Quantizer, T, Sink, TurboMinBlocks>();
-  // one block per thread when that fits in one wave (small calls: shorter per-thread latency)
+  // one block per thread when that fits in one wave (small calls: shorter per-thread latency),
+  // by the one-block instantiation (half the unrolled code of two, none of it idle)
   const std::uint64_t one_wave = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) *
                                  static_cast<std::uint64_t>(occupancy<kernel>(block_threads)) *
                                  block_threads / static_cast<std::uint64_t>(s.experts);
+  if (U > 1 && total <= one_wave && small_knobs().one_block_kernel) {
+    constexpr auto kernel1 = block_kernel_for<Quantizer, T, Sink, TurboMinBlocks, 1>();
+    const std::uint64_t work = std::max<std::uint64_t>(total, sink.pad_count());
+    const unsigned gx = grid_for<kernel1>(block_threads, work, 8, s.experts);
+    kernel1<<<dim3(gx, static_cast<unsigned>(s.experts)), block_threads, 0, stream>>>(
+        x, fast_divmod(nkb), total, s.rows, s.rstride(), s.estride(), src, sink, seed);
+    return;
+  }
   const std::uint64_t items = total <= one_wave ? total : (total + U - 1) / U;
   const std::uint64_t work = std::max<std::uint64_t>(items, sink.pad_count());
   const unsigned gx = grid_for<kernel>(block_threads, work, 8, s.experts);
