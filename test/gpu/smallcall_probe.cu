@@ -272,8 +272,8 @@ cudaError_t run_quantize(const call_buffers& b, shape s, cudaStream_t st) {
   args.amax_workspace = b.amax.as<float>();
   const kernels::quantized_view out{b.codes.as<std::uint8_t>(), b.scales.as<std::uint8_t>(),
                                     b.ts.as<tensor_scale>()};
-  return kernels::quantize<Q, Layout>(b.x.as<const bf16>(), kernels::tensor_shape{1, s.rows, s.cols},
-                                      out, args, st);
+  return kernels::quantize<Q, Layout>(b.x.as<const bf16>(),
+                                      kernels::tensor_shape{1, s.rows, s.cols}, out, args, st);
 }
 
 cudaError_t run_qdq(const call_buffers& b, shape s, cudaStream_t st) {
@@ -286,18 +286,19 @@ cudaError_t run_qdq(const call_buffers& b, shape s, cudaStream_t st) {
 
 struct amax_variant {
   const char* name;
-  kd::amax_combine combine;
-  int cluster_ctas;
+  kd::amax_tuning knobs;
 };
-constexpr amax_variant amax_variants[] = {{"memset", kd::amax_combine::memset_atomic, 8},
-                                          {"pdl", kd::amax_combine::pdl_atomic, 8},
-                                          {"cluster8", kd::amax_combine::cluster, 8},
-                                          {"cluster16", kd::amax_combine::cluster, 16}};
+const amax_variant amax_variants[] = {{"memset", {0, 0, false}},
+                                      {"pdl", {0, 0, true}},
+                                      {"cluster8", {8, 32768, false}},
+                                      {"cluster16", {16, 65536, false}},
+                                      {"default", {}},
+                                      {"memset_u2", {0, 0, false, 256, 2}},
+                                      {"memset_u8", {0, 0, false, 256, 8}},
+                                      {"memset_t1024", {0, 0, false, 1024, 4}},
+                                      {"memset_t1024_u8", {0, 0, false, 1024, 8}}};
 
-void set_amax(const amax_variant& v) {
-  kd::amax_knobs().combine = v.combine;
-  kd::amax_knobs().cluster_ctas = v.cluster_ctas;
-}
+void set_amax(const amax_variant& v) { kd::amax_knobs() = v.knobs; }
 
 } // namespace
 
@@ -366,28 +367,40 @@ int main(int argc, char** argv) {
     }
     kd::amax_knobs() = amax_default;
   }
-  // quantize / QDQ small calls: the one-block kernels on (default) and off
+  // quantize / QDQ small calls under the small-call knobs: the defaults, all off (the kernels
+  // before session 6), and each of chunked padding / half-block kernel off
+  struct small_variant {
+    const char* tag;
+    kd::small_call_tuning knobs;
+  };
+  const small_variant small_variants[] = {{"new", {}},
+                                          {"old", {false, false, false, false, false}},
+                                          {"nochunk", {true, true, true, false, false}},
+                                          {"nohalf", {true, true, false, true, true}}};
   for (const shape s : smalls) {
     call_buffers b(s, 12);
-    for (const bool one : {true, false}) {
-      kd::small_knobs().one_block_kernel = one;
-      kd::small_knobs().row_one_block = one;
-      const std::string tag = one ? "one/" : "two/";
+    for (const small_variant& sv : small_variants) {
+      kd::small_knobs() = sv.knobs;
+      const std::string tag = std::string(sv.tag) + "/";
+      const bool is_new = std::string(sv.tag) == "new";
       const auto row = [&](const std::string& kernel, auto&& call) {
         const std::string name = kernel + "/" + tag + s.label();
         if (wanted(name)) print(name, time_flush(call));
       };
+      row("quantize/mxfp4_swizzled",
+          [&](cudaStream_t st) { return run_quantize<mx_default, swizzled_128x4>(b, s, st); });
+      row("quantize/mxfp4_linear",
+          [&](cudaStream_t st) { return run_quantize<mx_default, linear_scales>(b, s, st); });
+      if (std::string(sv.tag) == "nohalf") continue; // same as new for NVFP4
       row("quantize/nvfp4_swizzled_given",
           [&](cudaStream_t st) { return run_quantize<nv_given, swizzled_128x4>(b, s, st); });
-      row("quantize/nvfp4_linear_given",
-          [&](cudaStream_t st) { return run_quantize<nv_given, linear_scales>(b, s, st); });
       row("quantize/nvfp4_swizzled_row",
           [&](cudaStream_t st) { return run_quantize<nv_row, swizzled_128x4>(b, s, st); });
+      if (std::string(sv.tag) == "nochunk") continue; // no padding in the rows below
+      row("quantize/nvfp4_linear_given",
+          [&](cudaStream_t st) { return run_quantize<nv_given, linear_scales>(b, s, st); });
       row("qdq/nvfp4_given", [&](cudaStream_t st) { return run_qdq(b, s, st); });
-      if (one) {
-        row("quantize/mxfp4_swizzled", [&](cudaStream_t st) {
-          return run_quantize<mx_default, swizzled_128x4>(b, s, st);
-        });
+      if (is_new) {
         for (const amax_variant& v : amax_variants) {
           set_amax(v);
           row("quantize/nvfp4_swizzled_tensor_" + std::string(v.name), [&](cudaStream_t st) {
@@ -410,7 +423,7 @@ int main(int argc, char** argv) {
       PROBE_CHECK(cudaMemset(xs.back()->p, 0x3c, std::size_t(s.rows) * s.cols * 2));
     }
     for (const amax_variant& v : amax_variants) {
-      if (v.combine == kd::amax_combine::cluster && v.cluster_ctas == 16) continue; // same as 8
+      if (v.knobs.cluster_ctas != 0 && v.knobs.cluster_words > 8192) continue; // not taken
       const std::string name = "amax/tensor/" + std::string(v.name) + "/" + s.label();
       if (!wanted(name)) continue;
       set_amax(v);
@@ -422,6 +435,14 @@ int main(int argc, char** argv) {
               }, slots));
     }
     kd::amax_knobs() = amax_default;
+    // the same kernel without zeroing (accumulating): what the memset launch costs
+    if (wanted("amax/tensor/accumulate"))
+      print("amax/tensor/accumulate_no_zeroing/" + s.label(),
+            time_ring([&](int slot, cudaStream_t st) {
+              return kernels::tensor_amax(xs[slot]->as<const bf16>(),
+                                          kernels::tensor_shape{1, s.rows, s.cols},
+                                          out.as<float>(), st, true);
+            }, slots));
     for (auto* p : xs)
       delete p;
   }

@@ -6,16 +6,14 @@
 //! Semantics are those of `quads::reference::amax`: max |x| ignoring NaN, Inf counts, 0 for an
 //! empty or all-NaN input. On the device `fmaxf(m, |x|)` with `m` never NaN is exactly
 //! `detail::max_num`, and max is order-independent, so the result is bit-identical to the host.
-//! Across CTAs the tensor amax is combined in one of three ways (`amax_combine`):
+//! Across CTAs the tensor amax is combined in one of these ways (`amax_tuning`):
 //! - one CTA covers the tensor (per expert): it stores the result, one launch;
 //! - a cluster of up to 8 CTAs covers it (small tensors): the CTAs' maxima meet in the shared
 //!   memory of the cluster's first CTA (distributed shared memory), which stores, one launch;
 //! - otherwise `atomicMax` on the fp32 bits (monotonic for non-negative floats, +Inf =
-//!   0x7f800000 included) into a buffer zeroed by a one-CTA kernel; the amax kernel is launched
-//!   behind it with programmatic dependent launch, so its loads run while the zeroing kernel
-//!   finishes, and it waits for that kernel (`griddepcontrol.wait`) only before its atomics.
-//!   This replaces the `cudaMemsetAsync` launch of earlier versions (one stream operation, about
-//!   a microsecond, less per call).
+//!   0x7f800000 included) into a buffer zeroed by `cudaMemsetAsync` (or, as a benchmark knob,
+//!   by a one-CTA kernel behind which the amax kernel is launched with programmatic dependent
+//!   launch; it waits for that kernel, `griddepcontrol.wait`, only before its atomics).
 //! With `accumulate` the result is max(old, new) and nothing is zeroed. bf16 / fp16 inputs are
 //! reduced as packed pairs (`packed_amax`).
 #pragma once
@@ -137,12 +135,13 @@ QUADS_DEVICE_API uint4 amax_word(const T* xe, const fast_divmod& vecs, std::uint
 }
 
 //! Max |x| over the words `first`, `first + stride`, ... < `total` of expert `xe`, loaded
-//! `amax_unroll` at a time; the last (partial) round is predicated, so its loads are in flight
+//! `Unroll` at a time; the last (partial) round is predicated, so its loads are in flight
 //! together too (a serial tail loop cost one memory round trip per word: two at 1 x 4096 bf16).
-template <class T>
+template <class T, int Unroll = amax_unroll>
 QUADS_DEVICE_API float thread_amax(const T* xe, const fast_divmod& vecs, std::uint32_t total,
                                    std::int64_t row_stride, std::uint32_t first,
                                    std::uint32_t stride) {
+  constexpr int amax_unroll = Unroll; // (shadows the default)
   float m = 0.0f;
   [[maybe_unused]] packed_amax<T> pm;
   std::uint32_t u = first;
@@ -188,16 +187,31 @@ enum class amax_store : int {
 //! Waits for the grids this one depends on programmatically (a no-op without such a launch).
 QUADS_DEVICE_API void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
+//! Max over the CTA of non-negative, non-NaN values, valid in thread 0 only: warp maxima by
+//! `redux.sync` on the fp32 bits, then warp 0 folds them (one barrier; any CTA size).
+QUADS_DEVICE_API float cta_max_thread0(float m, float* red) {
+  const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
+  if ((threadIdx.x & 31u) == 0) red[threadIdx.x >> 5] = __uint_as_float(w);
+  __syncthreads();
+  unsigned r = 0;
+  if (threadIdx.x < 32) {
+    if (threadIdx.x < (blockDim.x >> 5)) r = __float_as_uint(red[threadIdx.x]);
+    r = __reduce_max_sync(0xffffffffu, r);
+  }
+  return __uint_as_float(r);
+}
+
 //! Tensor amax of each expert (blockIdx.y) over 16-byte words; `vecs` = words per row.
-template <class T>
-__global__ void __launch_bounds__(amax_threads)
+//! `Threads` per CTA, `Unroll` words in flight per thread (benchmark knobs, `amax_tuning`).
+template <class T, int Threads = amax_threads, int Unroll = amax_unroll>
+__global__ void __launch_bounds__(Threads)
     tensor_amax_kernel(const T* x, fast_divmod vecs, std::uint32_t total, std::int64_t row_stride,
                        std::int64_t expert_stride, float* amax, int store) {
-  __shared__ float red[amax_threads / 32];
+  __shared__ float red[Threads / 32];
   const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
-  float m = thread_amax(xe, vecs, total, row_stride, blockIdx.x * blockDim.x + threadIdx.x,
-                        gridDim.x * blockDim.x);
-  m = cta_max(m, red);
+  float m = thread_amax<T, Unroll>(xe, vecs, total, row_stride,
+                                   blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+  m = cta_max_thread0(m, red);
   if (threadIdx.x == 0) {
     if (store == static_cast<int>(amax_store::direct)) {
       amax[blockIdx.y] = m;
@@ -220,7 +234,7 @@ __global__ void __launch_bounds__(256) amax_zero_kernel(float* amax, int n) {
   if (i < n) amax[i] = 0.0f;
 }
 
-//! Threads per CTA of the cluster amax kernel.
+//! Most threads per CTA of the cluster amax kernel.
 inline constexpr int amax_cluster_threads = 1024;
 //! Most CTAs of one amax cluster (8 is the portable cluster size; 16 needs the non-portable
 //! attribute, which Hopper grants).
@@ -342,26 +356,31 @@ inline unsigned tensor_amax_grid(const tensor_shape& s) {
                                          s.experts);
 }
 
-//! How `tensor_amax` combines the CTAs of an expert when one CTA does not cover it.
-enum class amax_combine {
-  memset_atomic, //!< `cudaMemsetAsync`, then atomics (the path before 2026-11-30, for comparison)
-  pdl_atomic,    //!< zeroing kernel, then the amax kernel as its programmatic dependent
-  cluster,       //!< one cluster per expert when it covers the expert, else `pdl_atomic`
-};
-
 //! Benchmark knobs of the tensor amax launcher (host state, read at each call). The defaults are
-//! the fastest measured (docs/benchmarks.md, "Small calls, sixth session").
+//! the fastest measured on the H200 (docs/benchmarks.md, "Small calls, sixth session"): the
+//! cluster path up to 16 x 4096 bf16 (4.99 us against 5.06 us for memset + 8 CTAs), memset +
+//! atomics above (64 x 4096: 5.18 us against 6.05 / 5.50 us for clusters of 8 / 16 CTAs and a
+//! bimodal 5.73 us median for the zeroing kernel + programmatic dependent launch; 8192 x 8192:
+//! 33.8 us against 34.1 us).
 struct amax_tuning {
-  amax_combine combine = amax_combine::cluster;
-  //! CTAs of an amax cluster (2 .. 16; above 8 is a non-portable cluster size). The cluster
-  //! path takes experts of up to `cluster_ctas * 1024 * amax_unroll` words (8: 64 x 4096 bf16),
-  //! each thread loading at most `amax_unroll` words in one round.
-  int cluster_ctas = 8;
+  int cluster_ctas = 8; //!< CTAs of the cluster path, 2 .. 16 (above 8: non-portable); 0: none
+  //! Largest expert (16-byte words) for the cluster path, at most `cluster_ctas * 1024 *
+  //! amax_unroll` (one round of loads per thread).
+  std::uint32_t cluster_words = 8192;
+  bool pdl_zero = false; //!< atomic path: zeroing kernel + PDL instead of `cudaMemsetAsync`
+  int atomic_threads = 256; //!< atomic path: threads per CTA (256 or 1024)
+  int atomic_unroll = 4;    //!< atomic path: words in flight per thread (2, 4 or 8)
 };
 inline amax_tuning& amax_knobs() noexcept {
   static amax_tuning t;
   return t;
 }
+
+//! A kernel as a type (for generic launch helpers).
+template <auto Kernel>
+struct kernel_constant {
+  static constexpr auto value = Kernel;
+};
 
 //! Words per row and per expert of the tensor amax pass.
 template <class T>
@@ -388,8 +407,8 @@ inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float*
         static_cast<int>(accumulate ? amax_store::direct_max : amax_store::direct));
     return cudaGetLastError();
   }
-  const unsigned cx = static_cast<unsigned>(std::clamp(knobs.cluster_ctas, 2, amax_cluster_max));
-  if (knobs.combine == amax_combine::cluster &&
+  const unsigned cx = static_cast<unsigned>(std::clamp(knobs.cluster_ctas, 0, amax_cluster_max));
+  if (cx >= 2 && ext.total <= knobs.cluster_words &&
       ext.total <= cx * static_cast<std::uint32_t>(amax_cluster_threads) * amax_unroll) {
     // all `cx` CTAs (more SMs, fewer bytes each), threads for <= amax_unroll words each
     const std::uint32_t per_cta = (ext.total + cx - 1) / cx;
@@ -414,35 +433,46 @@ inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float*
     return cudaLaunchKernelEx(&cfg, tensor_amax_cluster_kernel<T>, x, fast_divmod(ext.vecs),
                               ext.total, s.rstride(), s.estride(), amax, accumulate ? 1 : 0);
   }
-  if (accumulate) { // atomics into the caller's values: nothing to zero
-    tensor_amax_kernel<T><<<dim3(gx, experts), amax_threads, 0, stream>>>(
-        x, fast_divmod(ext.vecs), ext.total, s.rstride(), s.estride(), amax,
-        static_cast<int>(amax_store::atomic));
-    return cudaGetLastError();
+  if (!accumulate) {
+    if (!knobs.pdl_zero) {
+      if (const cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float) * experts, stream);
+          e != cudaSuccess)
+        return e;
+    } else {
+      amax_zero_kernel<><<<(experts + 255) / 256, 256, 0, stream>>>(amax,
+                                                                     static_cast<int>(experts));
+      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    }
+  } // with `accumulate`: atomics into the caller's values, nothing to zero
+  const bool pdl = !accumulate && knobs.pdl_zero;
+  const auto launch = [&](auto kernel, int threads, int unroll) {
+    constexpr auto k = decltype(kernel)::value;
+    const unsigned g = grid_for<k>(threads, (ext.total + unroll - 1) / unroll, 8, s.experts);
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(g, experts);
+    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k, x, fast_divmod(ext.vecs), ext.total, s.rstride(),
+                              s.estride(), amax,
+                              static_cast<int>(pdl ? amax_store::atomic_pdl : amax_store::atomic));
+  };
+  const bool big = knobs.atomic_threads >= 1024;
+  switch (knobs.atomic_unroll) {
+  case 2:
+    return big ? launch(kernel_constant<tensor_amax_kernel<T, 1024, 2>>{}, 1024, 2)
+               : launch(kernel_constant<tensor_amax_kernel<T, 256, 2>>{}, 256, 2);
+  case 8:
+    return big ? launch(kernel_constant<tensor_amax_kernel<T, 1024, 8>>{}, 1024, 8)
+               : launch(kernel_constant<tensor_amax_kernel<T, 256, 8>>{}, 256, 8);
+  default:
+    return big ? launch(kernel_constant<tensor_amax_kernel<T, 1024, 4>>{}, 1024, 4)
+               : launch(kernel_constant<tensor_amax_kernel<T>>{}, 256, 4);
   }
-  if (knobs.combine == amax_combine::memset_atomic) {
-    if (const cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float) * experts, stream);
-        e != cudaSuccess)
-      return e;
-    tensor_amax_kernel<T><<<dim3(gx, experts), amax_threads, 0, stream>>>(
-        x, fast_divmod(ext.vecs), ext.total, s.rstride(), s.estride(), amax,
-        static_cast<int>(amax_store::atomic));
-    return cudaGetLastError();
-  }
-  amax_zero_kernel<><<<(experts + 255) / 256, 256, 0, stream>>>(amax, static_cast<int>(experts));
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(gx, experts);
-  cfg.blockDim = dim3(amax_threads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, tensor_amax_kernel<T>, x, fast_divmod(ext.vecs), ext.total,
-                            s.rstride(), s.estride(), amax,
-                            static_cast<int>(amax_store::atomic_pdl));
 }
 
 } // namespace detail
@@ -450,9 +480,9 @@ inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float*
 //! Tensor amax of `x` (`[experts, rows, cols]`, strides in elements): writes `experts` floats
 //! to device memory `amax` (one per expert), or with `accumulate` max(old, new) (e.g. for amax
 //! history). Launches (see the file comment): one kernel when one CTA or one cluster of CTAs
-//! covers an expert (up to 64 x 4096 bf16 values per expert), else a one-CTA zeroing kernel
-//! (none with `accumulate`) and the amax kernel, launched as its programmatic dependent. No
-//! memset. Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples of 16.
+//! covers an expert (up to 8192 16-byte words, 16 x 4096 bf16 values, per expert), else
+//! `cudaMemsetAsync` (none with `accumulate`) and the amax kernel. Requires: `cols * sizeof(T)`,
+//! the strides in bytes, and `x` multiples of 16.
 template <class T>
 cudaError_t tensor_amax(const T* x, const tensor_shape& shape, float* amax,
                         cudaStream_t stream = nullptr, bool accumulate = false) {
