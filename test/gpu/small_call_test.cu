@@ -35,13 +35,15 @@ struct amax_mode {
   const char* name;
   kd::amax_tuning knobs;
 };
-//! The default, every path forced over a wider range, and the atomic paths alone.
+//! The default (memset + atomics, threads / words by size), the cluster path, every path forced
+//! over a wider range, and the atomic variants.
 const amax_mode amax_modes[] = {{"default", {}},
+                                {"cluster8", {8, 8192, false}},
                                 {"cluster8 up to 64 x 4096", {8, 32768, false}},
                                 {"cluster16", {16, 65536, false}},
                                 {"cluster2", {2, 8192, false}},
                                 {"zeroing kernel + PDL", {0, 0, true}},
-                                {"memset", {0, 0, false}},
+                                {"memset, 256 threads, 4 words", {0, 0, false, 256, 4}},
                                 {"memset, 1024 threads, 8 words", {0, 0, false, 1024, 8}},
                                 {"PDL, 256 threads, 2 words", {0, 0, true, 256, 2}}};
 
@@ -79,8 +81,9 @@ void check_amax(shape3 sh, input_kind kind, std::uint64_t s, int variant, bool a
 }
 
 //! Shapes around the amax thresholds (16-byte words per expert; bf16: cols / 8 per row): one
-//! CTA up to 1024 words, one cluster up to 8192 words by default (16 x 4096 bf16) and up to
-//! `ctas * 4096` words when forced (8: 32768 = 64 x 4096 bf16), the atomic paths above.
+//! CTA up to 1024 words, one cluster (when enabled) up to `cluster_words` and `ctas * 4096`
+//! words (8: 32768 = 64 x 4096 bf16), the atomic paths above (2 words per thread up to one
+//! round of the grid).
 std::vector<shape3> amax_shapes() {
   if (quick()) return {{1, 1, 8200}, {2, 16, 4096}, {1, 64, 4104}};
   return {{1, 1, 64},    {1, 1, 8192},   {1, 1, 8200},  {1, 16, 4096},  {1, 16, 4104},

@@ -288,10 +288,10 @@ struct amax_variant {
   const char* name;
   kd::amax_tuning knobs;
 };
-const amax_variant amax_variants[] = {{"memset", {0, 0, false}},
-                                      {"pdl", {0, 0, true}},
-                                      {"cluster8", {8, 32768, false}},
-                                      {"cluster16", {16, 65536, false}},
+const amax_variant amax_variants[] = {{"memset", {0, 0, false, 256, 4}},
+                                      {"pdl", {0, 0, true, 256, 4}},
+                                      {"cluster8", {8, 32768, false, 256, 4}},
+                                      {"cluster16", {16, 65536, false, 256, 4}},
                                       {"default", {}},
                                       {"memset_u2", {0, 0, false, 256, 2}},
                                       {"memset_u8", {0, 0, false, 256, 8}},

@@ -8,8 +8,9 @@
 //! `detail::max_num`, and max is order-independent, so the result is bit-identical to the host.
 //! Across CTAs the tensor amax is combined in one of these ways (`amax_tuning`):
 //! - one CTA covers the tensor (per expert): it stores the result, one launch;
-//! - a cluster of up to 8 CTAs covers it (small tensors): the CTAs' maxima meet in the shared
-//!   memory of the cluster's first CTA (distributed shared memory), which stores, one launch;
+//! - (benchmark knob, off by default: slower than the memset below at 64 x 4096) a cluster of up
+//!   to 16 CTAs covers it: the CTAs' maxima meet in the shared memory of the cluster's first CTA
+//!   (distributed shared memory), which stores, one launch;
 //! - otherwise `atomicMax` on the fp32 bits (monotonic for non-negative floats, +Inf =
 //!   0x7f800000 included) into a buffer zeroed by `cudaMemsetAsync` (or, as a benchmark knob,
 //!   by a one-CTA kernel behind which the amax kernel is launched with programmatic dependent
@@ -250,6 +251,10 @@ __global__ void __launch_bounds__(amax_cluster_threads)
                                int accumulate) {
   __shared__ float red[amax_cluster_threads / 32];
   __shared__ float part[amax_cluster_max];
+  // a CTA may write into another CTA's shared memory only once that CTA has started: arrive at
+  // the cluster barrier now, wait before the remote store (the loads run in between; the
+  // H200 racecheck of 2026-11-30 10:23 UTC flagged the store without this barrier)
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
   float m = thread_amax(xe, vecs, total, row_stride, blockIdx.x * blockDim.x + threadIdx.x,
                         gridDim.x * blockDim.x);
@@ -257,6 +262,7 @@ __global__ void __launch_bounds__(amax_cluster_threads)
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
   const unsigned rank = cluster.block_rank();
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
   if (threadIdx.x == 0) *cluster.map_shared_rank(&part[rank], 0) = m;
   cluster.sync(); // release / acquire: the remote stores are visible to the first CTA
   if (rank == 0 && threadIdx.x == 0) {
@@ -357,19 +363,20 @@ inline unsigned tensor_amax_grid(const tensor_shape& s) {
 }
 
 //! Benchmark knobs of the tensor amax launcher (host state, read at each call). The defaults are
-//! the fastest measured on the H200 (docs/benchmarks.md, "Small calls, sixth session"): the
-//! cluster path up to 16 x 4096 bf16 (4.99 us against 5.06 us for memset + 8 CTAs), memset +
-//! atomics above (64 x 4096: 5.18 us against 6.05 / 5.50 us for clusters of 8 / 16 CTAs and a
-//! bimodal 5.73 us median for the zeroing kernel + programmatic dependent launch; 8192 x 8192:
-//! 33.8 us against 34.1 us).
+//! the fastest measured on the H200 (docs/benchmarks.md, "Small calls, sixth session", run of
+//! 2026-11-30 10:23 UTC, cold isolated calls): memset + atomics for every tensor that one CTA
+//! does not cover, 256 threads x 2 words in flight up to one round of the grid (16 / 64 x 4096
+//! bf16: 4.61 / 4.77 us, against 4.74 / 4.90 us with 4 words, 4.74 / 5.89 us for a cluster of 8
+//! CTAs and 5.18 / 5.31 us, bimodal, for the zeroing kernel + programmatic dependent launch),
+//! 1024 threads x 8 words from 4 Mi words (8192 x 8192 bf16: 33.2 us against 33.5 us).
 struct amax_tuning {
-  int cluster_ctas = 8; //!< CTAs of the cluster path, 2 .. 16 (above 8: non-portable); 0: none
+  int cluster_ctas = 0; //!< CTAs of the cluster path, 2 .. 16 (above 8: non-portable); 0: none
   //! Largest expert (16-byte words) for the cluster path, at most `cluster_ctas * 1024 *
   //! amax_unroll` (one round of loads per thread).
   std::uint32_t cluster_words = 8192;
   bool pdl_zero = false; //!< atomic path: zeroing kernel + PDL instead of `cudaMemsetAsync`
-  int atomic_threads = 256; //!< atomic path: threads per CTA (256 or 1024)
-  int atomic_unroll = 4;    //!< atomic path: words in flight per thread (2, 4 or 8)
+  int atomic_threads = 0; //!< atomic path: threads per CTA (256 or 1024); 0: by size
+  int atomic_unroll = 0;  //!< atomic path: words in flight per thread (2, 4 or 8); 0: by size
 };
 inline amax_tuning& amax_knobs() noexcept {
   static amax_tuning t;
@@ -461,8 +468,19 @@ inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float*
                               s.estride(), amax,
                               static_cast<int>(pdl ? amax_store::atomic_pdl : amax_store::atomic));
   };
-  const bool big = knobs.atomic_threads >= 1024;
-  switch (knobs.atomic_unroll) {
+  // by size (see `amax_tuning`): 2 words when the 256-thread grid covers the tensor in one
+  // round (more CTAs, fewer bytes each), 1024 threads x 8 words for large tensors, else 4
+  const std::uint64_t one_round = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) *
+                                  static_cast<std::uint64_t>(occupancy<tensor_amax_kernel<T>>(
+                                      amax_threads)) *
+                                  amax_threads * 2u / experts;
+  const bool large = ext.total >= (std::uint32_t{1} << 22);
+  const bool big = knobs.atomic_threads >= 1024 || (knobs.atomic_threads == 0 && large);
+  const int unroll = knobs.atomic_unroll != 0 ? knobs.atomic_unroll
+                     : large                  ? 8
+                     : ext.total <= one_round ? 2
+                                              : 4;
+  switch (unroll) {
   case 2:
     return big ? launch(kernel_constant<tensor_amax_kernel<T, 1024, 2>>{}, 1024, 2)
                : launch(kernel_constant<tensor_amax_kernel<T, 256, 2>>{}, 256, 2);
@@ -479,10 +497,10 @@ inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float*
 
 //! Tensor amax of `x` (`[experts, rows, cols]`, strides in elements): writes `experts` floats
 //! to device memory `amax` (one per expert), or with `accumulate` max(old, new) (e.g. for amax
-//! history). Launches (see the file comment): one kernel when one CTA or one cluster of CTAs
-//! covers an expert (up to 8192 16-byte words, 16 x 4096 bf16 values, per expert), else
-//! `cudaMemsetAsync` (none with `accumulate`) and the amax kernel. Requires: `cols * sizeof(T)`,
-//! the strides in bytes, and `x` multiples of 16.
+//! history). Launches (see the file comment): one kernel when one CTA covers an expert (up to
+//! 1024 16-byte words, 1 x 8192 bf16 values), else `cudaMemsetAsync` (none with `accumulate`)
+//! and the amax kernel. Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples
+//! of 16.
 template <class T>
 cudaError_t tensor_amax(const T* x, const tensor_shape& shape, float* amax,
                         cudaStream_t stream = nullptr, bool accumulate = false) {

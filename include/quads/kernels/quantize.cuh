@@ -1102,12 +1102,18 @@ inline const char* block_multiple_msg() {
 
 //! Benchmark knobs of the small-call paths (host state, read at each call; the defaults are the
 //! configuration measured fastest, docs/benchmarks.md "Small calls, sixth session").
+//! H200, 2026-11-30 10:23 UTC, cold isolated calls at 1 / 16 / 64 x 4096 bf16, defaults against
+//! the knob off: NVFP4 swizzled given 4.74 / 4.93 / 4.77 us against 5.06 / 5.12 / 5.06 us (both
+//! one-block knobs off); per-row 4.74 / 4.96 / 4.90 against 5.22 / 5.41 / 5.38; MXFP4 swizzled
+//! 4.58 / 4.67 / 4.74 against 4.90 / 5.54 / 5.38 (half-block kernel off). The chunked padding
+//! measured no better for the block kernel (4.77 / 4.74 / 4.74 NVFP4, 4.58 / 4.90 / 4.74
+//! MXFP4) and worse for the row kernel (4.93 / 5.22 / 5.06), so it is off.
 struct small_call_tuning {
   bool one_block_kernel = true;  //!< block kernel: the one-block instantiation for one-wave calls
   bool row_one_block = true;     //!< row kernel: one cached block per thread for short rows
   bool half_block_kernel = true; //!< MXFP4 (bf16 / fp16) small calls: two threads per block
-  bool pad_chunks = true;        //!< small calls: swizzled padding by 16-byte chunks
-  bool row_pad_chunks = true;    //!< row kernel: the same, instead of one CTA per padding row
+  bool pad_chunks = false;       //!< small calls: swizzled padding by 16-byte chunks
+  bool row_pad_chunks = false;   //!< row kernel: the same, instead of one CTA per padding row
 };
 
 inline small_call_tuning& small_knobs() noexcept {
