@@ -26,6 +26,7 @@
 //!   values without a decoder; the pair kernel's turbo loop advances by the grid stride without
 //!   dividing (8192 x 8192 bf16 swizzled on the H200, 2026-11-30: 50.1 us, 81% of copy
 //!   bandwidth, against 58.0 us; QDQ 76.1 us, 83%, against 87.3 us);
+//! - half-block kernel (small MXFP4 calls from bf16 / fp16): two threads per 32-element block;
 //! - row kernel (`global_scale::per_row`, and the fused producers): one CTA per row computes the
 //!   row amax, then quantizes the row (the second read hits L1/L2);
 //! - `global_scale::per_tensor` runs the amax kernel first (`amax_workspace`), and the quantize
@@ -542,7 +543,7 @@ inline int padded_rows_of(const Layout& l, int rows) {
 template <class T, int B>
 inline constexpr int blocks_per_iteration = B * sizeof(T) <= 32 ? 2 : 1;
 
-//! Work items of `pad_chunks` for a swizzled sink: the 16-byte chunks (4 rows r, r + 32, r + 64,
+//! Work items of `pad_chunk` for a swizzled sink: the 16-byte chunks (4 rows r, r + 32, r + 64,
 //! r + 96 of a 128-row tile x 4 scale columns) of the last row tile that hold a padding row,
 //! then the padding columns of real rows (as `pad`).
 template <class Sink>
@@ -1211,7 +1212,11 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   bool chunks = false;
   if constexpr (Sink::pads) chunks = knobs.pad_chunks && aligned(sink.scales, 16);
   if constexpr (half_blocks_apply<Quantizer, T, Sink>) {
-    if (small && 2ull * total <= one_wave && knobs.half_block_kernel) { // measured small only
+    // small calls only (as measured): at most 128 blocks per SM
+    const bool small_call =
+        static_cast<std::uint64_t>(total) * static_cast<std::uint64_t>(s.experts) <=
+        static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) * 128u;
+    if (small_call && 2ull * total <= one_wave && knobs.half_block_kernel) {
       if constexpr (Sink::pads) {
         if (chunks) {
           launch_small(kernel_constant<half_block_kernel<Quantizer, T, Sink, true>>{},
