@@ -6,14 +6,24 @@
 //! Semantics are those of `quads::reference::amax`: max |x| ignoring NaN, Inf counts, 0 for an
 //! empty or all-NaN input. On the device `fmaxf(m, |x|)` with `m` never NaN is exactly
 //! `detail::max_num`, and max is order-independent, so the result is bit-identical to the host.
-//! Across CTAs the tensor amax is combined with `atomicMax` on the fp32 bits (monotonic for
-//! non-negative floats, +Inf = 0x7f800000 included); the buffer is zeroed by the launcher with
-//! `cudaMemsetAsync` unless `accumulate` is set. A tensor that one CTA covers (per expert) is
-//! stored by that CTA without atomics and without the memset launch. bf16 / fp16 inputs are
+//! Across CTAs the tensor amax is combined in one of these ways (`amax_tuning`):
+//! - one CTA covers the tensor (per expert): it stores the result, one launch;
+//! - (benchmark knob, off by default: slower than the memset below at 64 x 4096) a cluster of up
+//!   to 16 CTAs covers it: the CTAs' maxima meet in the shared memory of the cluster's first CTA
+//!   (distributed shared memory), which stores, one launch;
+//! - otherwise `atomicMax` on the fp32 bits (monotonic for non-negative floats, +Inf =
+//!   0x7f800000 included) into a buffer zeroed by `cudaMemsetAsync` (or, as a benchmark knob,
+//!   by a one-CTA kernel behind which the amax kernel is launched with programmatic dependent
+//!   launch; it waits for that kernel, `griddepcontrol.wait`, only before its atomics).
+//! With `accumulate` the result is max(old, new) and nothing is zeroed. bf16 / fp16 inputs are
 //! reduced as packed pairs (`packed_amax`).
 #pragma once
 
 #include <quads/kernels/common.cuh>
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
 
 namespace quads::kernels {
 
@@ -35,6 +45,27 @@ QUADS_DEVICE_API float cta_max(float m, float* red) {
     r = fmaxf(r, red[w]);
   __syncthreads(); // `red` may be reused right after
   return r;
+}
+
+//! `cta_max` for values that are >= 0 and not NaN, with one barrier: the fp32 bits of such values
+//! order like the values, so a warp reduces them with one `redux.sync` (instead of five
+//! shuffles), and every thread then reads the warp maxima (at most 8 warps). `red` holds 8
+//! floats, 16-byte aligned, that this CTA does not write again before all its threads have
+//! passed another barrier (callers alternate two buffers).
+QUADS_DEVICE_API float cta_max_nonneg(float m, float* red) {
+  const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
+  if ((threadIdx.x & 31u) == 0) red[threadIdx.x >> 5] = __uint_as_float(w);
+  __syncthreads();
+  const int warps = static_cast<int>(blockDim.x >> 5);
+  const float4 a = reinterpret_cast<const float4*>(red)[0];
+  float4 b = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (warps > 4) b = reinterpret_cast<const float4*>(red)[1];
+  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  unsigned r = __float_as_uint(v[0]);
+#pragma unroll
+  for (int i = 1; i < 8; ++i)
+    if (i < warps) r = max(r, __float_as_uint(v[i]));
+  return __uint_as_float(r);
 }
 
 //! Deterministic CTA sum: each warp folds its lanes with an xor butterfly (offsets 16, 8, 4,
@@ -94,27 +125,32 @@ QUADS_DEVICE_API float amax_of_word(uint4 w, float m) {
   return m;
 }
 
-//! Tensor amax of each expert (blockIdx.y) over 16-byte words; `vecs` = words per row.
+//! The 16-byte word `u` of expert `xe` (`vecs` words per row).
 template <class T>
-__global__ void __launch_bounds__(amax_threads)
-    tensor_amax_kernel(const T* x, fast_divmod vecs, std::uint32_t total, std::int64_t row_stride,
-                       std::int64_t expert_stride, float* amax, int direct) {
-  __shared__ float red[amax_threads / 32];
-  constexpr int E = 16 / sizeof(T);
-  const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
-  const std::uint32_t stride = gridDim.x * blockDim.x;
-  std::uint32_t u = blockIdx.x * blockDim.x + threadIdx.x;
+QUADS_DEVICE_API uint4 amax_word(const T* xe, const fast_divmod& vecs, std::uint32_t u,
+                                 std::int64_t row_stride) {
+  std::uint32_t r, c;
+  vecs.divmod(u, r, c);
+  return *reinterpret_cast<const uint4*>(xe + r * row_stride +
+                                         static_cast<std::int64_t>(c) * (16 / sizeof(T)));
+}
+
+//! Max |x| over the words `first`, `first + stride`, ... < `total` of expert `xe`, loaded
+//! `Unroll` at a time; the last (partial) round is predicated, so its loads are in flight
+//! together too (a serial tail loop cost one memory round trip per word: two at 1 x 4096 bf16).
+template <class T, int Unroll = amax_unroll>
+QUADS_DEVICE_API float thread_amax(const T* xe, const fast_divmod& vecs, std::uint32_t total,
+                                   std::int64_t row_stride, std::uint32_t first,
+                                   std::uint32_t stride) {
+  constexpr int amax_unroll = Unroll; // (shadows the default)
   float m = 0.0f;
   [[maybe_unused]] packed_amax<T> pm;
+  std::uint32_t u = first;
   for (; u + (amax_unroll - 1) * stride < total; u += amax_unroll * stride) {
     uint4 w[amax_unroll];
 #pragma unroll
-    for (int j = 0; j < amax_unroll; ++j) {
-      std::uint32_t r, c;
-      vecs.divmod(u + j * stride, r, c);
-      w[j] =
-          *reinterpret_cast<const uint4*>(xe + r * row_stride + static_cast<std::int64_t>(c) * E);
-    }
+    for (int j = 0; j < amax_unroll; ++j)
+      w[j] = amax_word(xe, vecs, u + j * stride, row_stride);
 #pragma unroll
     for (int j = 0; j < amax_unroll; ++j) {
       if constexpr (sizeof(T) == 2)
@@ -123,21 +159,117 @@ __global__ void __launch_bounds__(amax_threads)
         m = amax_of_word<T>(w[j], m);
     }
   }
-  if constexpr (sizeof(T) == 2) m = pm.value(m);
-  for (; u < total; u += stride) {
-    std::uint32_t r, c;
-    vecs.divmod(u, r, c);
-    m = amax_of_word<T>(
-        *reinterpret_cast<const uint4*>(xe + r * row_stride + static_cast<std::int64_t>(c) * E), m);
+  if (u < total) { // at most amax_unroll - 1 words left; zeros do not change a max of |x|
+    uint4 w[amax_unroll - 1];
+#pragma unroll
+    for (int j = 0; j < amax_unroll - 1; ++j)
+      w[j] = u + j * stride < total ? amax_word(xe, vecs, u + j * stride, row_stride)
+                                    : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int j = 0; j < amax_unroll - 1; ++j) {
+      if constexpr (sizeof(T) == 2)
+        pm.add(w[j]);
+      else
+        m = amax_of_word<T>(w[j], m);
+    }
   }
-  m = cta_max(m, red);
+  if constexpr (sizeof(T) == 2) m = pm.value(m);
+  return m;
+}
+
+//! How `tensor_amax_kernel` publishes its CTA's max.
+enum class amax_store : int {
+  atomic = 0,     //!< atomicMax into a buffer zeroed before (or accumulating)
+  direct = 1,     //!< the only CTA of its expert: store
+  direct_max = 2, //!< the only CTA, accumulating: max(old, new)
+  atomic_pdl = 3, //!< atomicMax after `griddepcontrol.wait` (launched behind the zeroing kernel)
+};
+
+//! Waits for the grids this one depends on programmatically (a no-op without such a launch).
+QUADS_DEVICE_API void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+//! Max over the CTA of non-negative, non-NaN values, valid in thread 0 only: warp maxima by
+//! `redux.sync` on the fp32 bits, then warp 0 folds them (one barrier; any CTA size).
+QUADS_DEVICE_API float cta_max_thread0(float m, float* red) {
+  const unsigned w = __reduce_max_sync(0xffffffffu, __float_as_uint(m));
+  if ((threadIdx.x & 31u) == 0) red[threadIdx.x >> 5] = __uint_as_float(w);
+  __syncthreads();
+  unsigned r = 0;
+  if (threadIdx.x < 32) {
+    if (threadIdx.x < (blockDim.x >> 5)) r = __float_as_uint(red[threadIdx.x]);
+    r = __reduce_max_sync(0xffffffffu, r);
+  }
+  return __uint_as_float(r);
+}
+
+//! Tensor amax of each expert (blockIdx.y) over 16-byte words; `vecs` = words per row.
+//! `Threads` per CTA, `Unroll` words in flight per thread (benchmark knobs, `amax_tuning`).
+template <class T, int Threads = amax_threads, int Unroll = amax_unroll>
+__global__ void __launch_bounds__(Threads)
+    tensor_amax_kernel(const T* x, fast_divmod vecs, std::uint32_t total, std::int64_t row_stride,
+                       std::int64_t expert_stride, float* amax, int store) {
+  __shared__ float red[Threads / 32];
+  const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
+  float m = thread_amax<T, Unroll>(xe, vecs, total, row_stride,
+                                   blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+  m = cta_max_thread0(m, red);
   if (threadIdx.x == 0) {
-    if (direct == 1) // the only CTA of this expert: store (no zeroing memset before the launch)
+    if (store == static_cast<int>(amax_store::direct)) {
       amax[blockIdx.y] = m;
-    else if (direct == 2) // the only CTA, accumulating
+    } else if (store == static_cast<int>(amax_store::direct_max)) {
       amax[blockIdx.y] = fmaxf(amax[blockIdx.y], m);
-    else
+    } else {
+      if (store == static_cast<int>(amax_store::atomic_pdl)) grid_dependency_wait();
       atomic_max_nonneg(amax + blockIdx.y, m);
+    }
+  }
+}
+
+//! Zeroes `n` floats; lets the dependent amax kernel launch at once (it waits for this grid's
+//! completion, which includes these stores, before its atomics).
+//! (A template so that every translation unit may instantiate it.)
+template <int Unused = 0>
+__global__ void __launch_bounds__(256) amax_zero_kernel(float* amax, int n) {
+  asm volatile("griddepcontrol.launch_dependents;");
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) amax[i] = 0.0f;
+}
+
+//! Most threads per CTA of the cluster amax kernel.
+inline constexpr int amax_cluster_threads = 1024;
+//! Most CTAs of one amax cluster (8 is the portable cluster size; 16 needs the non-portable
+//! attribute, which Hopper grants).
+inline constexpr int amax_cluster_max = 16;
+
+//! Tensor amax of small tensors: one cluster of `gridDim.x` CTAs per expert (blockIdx.y); each
+//! CTA writes its max into the first CTA's shared memory, and after the cluster barrier that CTA
+//! stores (or, with `accumulate`, max-accumulates) the expert's amax. No atomics, no zeroing.
+template <class T>
+__global__ void __launch_bounds__(amax_cluster_threads)
+    tensor_amax_cluster_kernel(const T* x, fast_divmod vecs, std::uint32_t total,
+                               std::int64_t row_stride, std::int64_t expert_stride, float* amax,
+                               int accumulate) {
+  __shared__ float red[amax_cluster_threads / 32];
+  __shared__ float part[amax_cluster_max];
+  // a CTA may write into another CTA's shared memory only once that CTA has started: arrive at
+  // the cluster barrier now, wait before the remote store (the loads run in between; the
+  // H200 racecheck of 2026-11-30 10:23 UTC flagged the store without this barrier)
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
+  float m = thread_amax(xe, vecs, total, row_stride, blockIdx.x * blockDim.x + threadIdx.x,
+                        gridDim.x * blockDim.x);
+  m = cta_max(m, red);
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank();
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  if (threadIdx.x == 0) *cluster.map_shared_rank(&part[rank], 0) = m;
+  cluster.sync(); // release / acquire: the remote stores are visible to the first CTA
+  if (rank == 0 && threadIdx.x == 0) {
+    float r = part[0];
+    for (unsigned i = 1; i < cluster.num_blocks(); ++i)
+      r = fmaxf(r, part[i]);
+    amax[blockIdx.y] = accumulate ? fmaxf(amax[blockIdx.y], r) : r;
   }
 }
 
@@ -220,7 +352,7 @@ inline const char* check_amax_args(const T* x, const tensor_shape& s, const floa
   return nullptr;
 }
 
-//! CTAs per expert of the tensor amax pass.
+//! CTAs per expert of the tensor amax pass (`tensor_amax_kernel`).
 template <class T>
 inline unsigned tensor_amax_grid(const tensor_shape& s) {
   constexpr int E = 16 / sizeof(T);
@@ -230,42 +362,159 @@ inline unsigned tensor_amax_grid(const tensor_shape& s) {
                                          s.experts);
 }
 
-//! Enqueues the tensor amax pass (no status bookkeeping; the caller checks). `direct`: 0 = atomic
-//! max into a zeroed buffer; 1 / 2 = store / max-accumulate (only valid with one CTA per expert,
-//! `tensor_amax_grid(s) == 1`).
+//! Benchmark knobs of the tensor amax launcher (host state, read at each call). The defaults are
+//! the fastest measured on the H200 (docs/benchmarks.md, "Small calls, sixth session", run of
+//! 2026-11-30 10:23 UTC, cold isolated calls): memset + atomics for every tensor that one CTA
+//! does not cover, 256 threads x 2 words in flight up to one round of the grid (16 / 64 x 4096
+//! bf16: 4.61 / 4.77 us, against 4.74 / 4.90 us with 4 words, 4.74 / 5.89 us for a cluster of 8
+//! CTAs and 5.18 / 5.31 us, bimodal, for the zeroing kernel + programmatic dependent launch),
+//! 1024 threads x 8 words from 4 Mi words (8192 x 8192 bf16: 33.2 us against 33.5 us).
+struct amax_tuning {
+  int cluster_ctas = 0; //!< CTAs of the cluster path, 2 .. 16 (above 8: non-portable); 0: none
+  //! Largest expert (16-byte words) for the cluster path, at most `cluster_ctas * 1024 *
+  //! amax_unroll` (one round of loads per thread).
+  std::uint32_t cluster_words = 8192;
+  bool pdl_zero = false; //!< atomic path: zeroing kernel + PDL instead of `cudaMemsetAsync`
+  int atomic_threads = 0; //!< atomic path: threads per CTA (256 or 1024); 0: by size
+  int atomic_unroll = 0;  //!< atomic path: words in flight per thread (2, 4 or 8); 0: by size
+};
+inline amax_tuning& amax_knobs() noexcept {
+  static amax_tuning t;
+  return t;
+}
+
+//! A kernel as a type (for generic launch helpers).
+template <auto Kernel>
+struct kernel_constant {
+  static constexpr auto value = Kernel;
+};
+
+//! Words per row and per expert of the tensor amax pass.
 template <class T>
-inline void enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax, cudaStream_t stream,
-                                int direct = 0) {
-  constexpr int E = 16 / sizeof(T);
-  const std::uint32_t vecs = static_cast<std::uint32_t>(s.cols / E);
-  const std::uint32_t total = vecs * static_cast<std::uint32_t>(s.rows);
+struct amax_extent {
+  std::uint32_t vecs;
+  std::uint32_t total;
+  explicit amax_extent(const tensor_shape& s)
+      : vecs(static_cast<std::uint32_t>(s.cols / static_cast<int>(16 / sizeof(T)))),
+        total(vecs * static_cast<std::uint32_t>(s.rows)) {}
+};
+
+//! Enqueues the tensor amax pass as `tensor_amax` describes (rows, cols > 0); returns the launch
+//! status.
+template <class T>
+inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax,
+                                       cudaStream_t stream, bool accumulate,
+                                       const amax_tuning& knobs = amax_knobs()) {
+  const amax_extent<T> ext(s);
+  const unsigned experts = static_cast<unsigned>(s.experts);
   const unsigned gx = tensor_amax_grid<T>(s);
-  tensor_amax_kernel<T><<<dim3(gx, static_cast<unsigned>(s.experts)), amax_threads, 0, stream>>>(
-      x, fast_divmod(vecs), total, s.rstride(), s.estride(), amax, direct);
+  if (gx == 1) { // one CTA per expert: it stores the result
+    tensor_amax_kernel<T><<<dim3(1, experts), amax_threads, 0, stream>>>(
+        x, fast_divmod(ext.vecs), ext.total, s.rstride(), s.estride(), amax,
+        static_cast<int>(accumulate ? amax_store::direct_max : amax_store::direct));
+    return cudaGetLastError();
+  }
+  const unsigned cx = static_cast<unsigned>(std::clamp(knobs.cluster_ctas, 0, amax_cluster_max));
+  if (cx >= 2 && ext.total <= knobs.cluster_words &&
+      ext.total <= cx * static_cast<std::uint32_t>(amax_cluster_threads) * amax_unroll) {
+    // all `cx` CTAs (more SMs, fewer bytes each), threads for <= amax_unroll words each
+    const std::uint32_t per_cta = (ext.total + cx - 1) / cx;
+    const std::uint32_t threads = (per_cta + 32 * amax_unroll - 1) / (32 * amax_unroll) * 32;
+    constexpr auto kernel = tensor_amax_cluster_kernel<T>;
+    if (cx > 8) {
+      static const cudaError_t allowed =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      if (allowed != cudaSuccess) return allowed;
+    }
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(cx, experts);
+    cfg.blockDim = dim3(threads);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cx;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, tensor_amax_cluster_kernel<T>, x, fast_divmod(ext.vecs),
+                              ext.total, s.rstride(), s.estride(), amax, accumulate ? 1 : 0);
+  }
+  if (!accumulate) {
+    if (!knobs.pdl_zero) {
+      if (const cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float) * experts, stream);
+          e != cudaSuccess)
+        return e;
+    } else {
+      amax_zero_kernel<><<<(experts + 255) / 256, 256, 0, stream>>>(amax,
+                                                                     static_cast<int>(experts));
+      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    }
+  } // with `accumulate`: atomics into the caller's values, nothing to zero
+  const bool pdl = !accumulate && knobs.pdl_zero;
+  const auto launch = [&](auto kernel, int threads, int unroll) {
+    constexpr auto k = decltype(kernel)::value;
+    const unsigned g = grid_for<k>(threads, (ext.total + unroll - 1) / unroll, 8, s.experts);
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(g, experts);
+    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k, x, fast_divmod(ext.vecs), ext.total, s.rstride(),
+                              s.estride(), amax,
+                              static_cast<int>(pdl ? amax_store::atomic_pdl : amax_store::atomic));
+  };
+  // by size (see `amax_tuning`): 2 words when the 256-thread grid covers the tensor in one
+  // round (more CTAs, fewer bytes each), 1024 threads x 8 words for large tensors, else 4
+  const std::uint64_t one_round = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) *
+                                  static_cast<std::uint64_t>(occupancy<tensor_amax_kernel<T>>(
+                                      amax_threads)) *
+                                  amax_threads * 2u / experts;
+  const bool large = ext.total >= (std::uint32_t{1} << 22);
+  const bool big = knobs.atomic_threads >= 1024 || (knobs.atomic_threads == 0 && large);
+  const int unroll = knobs.atomic_unroll != 0 ? knobs.atomic_unroll
+                     : large                  ? 8
+                     : ext.total <= one_round ? 2
+                                              : 4;
+  switch (unroll) {
+  case 2:
+    return big ? launch(kernel_constant<tensor_amax_kernel<T, 1024, 2>>{}, 1024, 2)
+               : launch(kernel_constant<tensor_amax_kernel<T, 256, 2>>{}, 256, 2);
+  case 8:
+    return big ? launch(kernel_constant<tensor_amax_kernel<T, 1024, 8>>{}, 1024, 8)
+               : launch(kernel_constant<tensor_amax_kernel<T, 256, 8>>{}, 256, 8);
+  default:
+    return big ? launch(kernel_constant<tensor_amax_kernel<T, 1024, 4>>{}, 1024, 4)
+               : launch(kernel_constant<tensor_amax_kernel<T>>{}, 256, 4);
+  }
 }
 
 } // namespace detail
 
 //! Tensor amax of `x` (`[experts, rows, cols]`, strides in elements): writes `experts` floats
-//! to device memory `amax` (one per expert). The buffer is zeroed first with `cudaMemsetAsync`
-//! unless `accumulate` is true, in which case the result is max(old, new) (e.g. for amax
-//! history); when one CTA covers an expert the kernel stores (or max-accumulates) directly and
-//! no memset is enqueued. Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples
+//! to device memory `amax` (one per expert), or with `accumulate` max(old, new) (e.g. for amax
+//! history). Launches (see the file comment): one kernel when one CTA covers an expert (up to
+//! 1024 16-byte words, 1 x 8192 bf16 values), else `cudaMemsetAsync` (none with `accumulate`)
+//! and the amax kernel. Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples
 //! of 16.
 template <class T>
 cudaError_t tensor_amax(const T* x, const tensor_shape& shape, float* amax,
                         cudaStream_t stream = nullptr, bool accumulate = false) {
   static_assert(is_kernel_element<T>, "quads: element type must be __nv_bfloat16, __half or float");
   if (const char* why = detail::check_amax_args(x, shape, amax)) return detail::fail(why);
-  // one CTA per expert (small tensors): the kernel stores the result, no memset launch
-  const bool one_cta = shape.rows > 0 && shape.cols > 0 && detail::tensor_amax_grid<T>(shape) == 1;
-  if (!accumulate && !one_cta) {
+  if (shape.rows == 0 || shape.cols == 0) {
+    if (accumulate) return detail::ok(); // max(old, 0) = old
     const cudaError_t e =
         cudaMemsetAsync(amax, 0, sizeof(float) * static_cast<std::size_t>(shape.experts), stream);
-    if (e != cudaSuccess) return detail::fail(cudaGetErrorString(e), e);
+    return e == cudaSuccess ? detail::ok() : detail::fail(cudaGetErrorString(e), e);
   }
-  if (shape.rows == 0 || shape.cols == 0) return detail::ok();
-  detail::enqueue_tensor_amax(x, shape, amax, stream, one_cta ? (accumulate ? 2 : 1) : 0);
+  if (const cudaError_t e = detail::enqueue_tensor_amax(x, shape, amax, stream, accumulate);
+      e != cudaSuccess)
+    return detail::fail(cudaGetErrorString(e), e);
   return detail::after_launch();
 }
 

@@ -26,6 +26,7 @@
 //!   values without a decoder; the pair kernel's turbo loop advances by the grid stride without
 //!   dividing (8192 x 8192 bf16 swizzled on the H200, 2026-11-30: 50.1 us, 81% of copy
 //!   bandwidth, against 58.0 us; QDQ 76.1 us, 83%, against 87.3 us);
+//! - half-block kernel (small MXFP4 calls from bf16 / fp16): two threads per 32-element block;
 //! - row kernel (`global_scale::per_row`, and the fused producers): one CTA per row computes the
 //!   row amax, then quantizes the row (the second read hits L1/L2);
 //! - `global_scale::per_tensor` runs the amax kernel first (`amax_workspace`), and the quantize
@@ -589,15 +590,73 @@ inline int padded_rows_of(const Layout& l, int rows) {
 template <class T, int B>
 inline constexpr int blocks_per_iteration = B * sizeof(T) <= 32 ? 2 : 1;
 
-//! The block kernel's body: grid-stride over the blocks of expert `blockIdx.y`.
-template <class Quantizer, class T, class Sink, bool Fast>
+//! Work items of `pad_chunk` for a swizzled sink: the 16-byte chunks (4 rows r, r + 32, r + 64,
+//! r + 96 of a 128-row tile x 4 scale columns) of the last row tile that hold a padding row,
+//! then the padding columns of real rows (as `pad`).
+template <class Sink>
+QUADS_API std::uint32_t pad_chunk_count(const Sink& sink) {
+  if constexpr (Sink::pads) {
+    const int tail = sink.rows - (sink.layout.row_tiles() - 1) * 128; // real rows, last tile
+    const std::uint32_t chunk_rows = tail >= 128 ? 0u : static_cast<std::uint32_t>(
+                                                            tail >= 96 ? 128 - tail : 32);
+    return chunk_rows * static_cast<std::uint32_t>(sink.layout.col_tiles()) +
+           static_cast<std::uint32_t>(sink.rows) *
+               static_cast<std::uint32_t>(sink.layout.col_tiles() * 4 - sink.nkb);
+  } else {
+    (void)sink;
+    return 0;
+  }
+}
+
+//! Writes item `i` of `pad_chunk_count`: the padding rows of a chunk as one store (16 bytes when
+//! all four rows are padding, else the 12 / 8 / 4 bytes of its last rows), so that consecutive
+//! threads write consecutive 16-byte chunks (512 bytes per warp store) where `Sink::pad` writes
+//! 4 bytes 512 bytes apart; then the padding columns of real rows byte by byte.
+template <class Sink>
+QUADS_DEVICE_API void pad_chunk(const Sink& sink, int e, std::uint32_t i) {
+  if constexpr (Sink::pads) {
+    std::uint8_t* base = sink.scales + static_cast<std::size_t>(e) * sink.layout_size;
+    const int rt = sink.layout.row_tiles() - 1;
+    const int tail = sink.rows - rt * 128;
+    const std::uint32_t ct = static_cast<std::uint32_t>(sink.layout.col_tiles());
+    const std::uint32_t chunk_rows = tail >= 128 ? 0u : (tail >= 96 ? 128u - tail : 32u);
+    const std::uint32_t chunks = chunk_rows * ct;
+    if (i < chunks) {
+      // chunk q of column tile c; rows q + 32 k of the tile, real for k < k0
+      const std::uint32_t q = (tail >= 96 ? static_cast<std::uint32_t>(tail) - 96u : 0u) + i / ct;
+      const std::uint32_t c = i % ct;
+      const int k0 = std::min(4, std::max(0, (tail - static_cast<int>(q) + 31) / 32));
+      std::uint8_t* chunk = base + (static_cast<std::size_t>(rt) * ct + c) * 512u + q * 16u;
+      if (k0 == 0) {
+        *reinterpret_cast<uint4*>(chunk) = make_uint4(0u, 0u, 0u, 0u);
+      } else if (k0 == 1) {
+        *reinterpret_cast<std::uint32_t*>(chunk + 4) = 0u;
+        *reinterpret_cast<uint2*>(chunk + 8) = make_uint2(0u, 0u);
+      } else if (k0 == 2) {
+        *reinterpret_cast<uint2*>(chunk + 8) = make_uint2(0u, 0u);
+      } else if (k0 == 3) {
+        *reinterpret_cast<std::uint32_t*>(chunk + 12) = 0u;
+      }
+    } else {
+      const std::uint32_t j = i - chunks;
+      const std::uint32_t w = ct * 4u - static_cast<std::uint32_t>(sink.nkb);
+      base[sink.layout.offset(static_cast<int>(j / w), sink.nkb + static_cast<int>(j % w))] = 0;
+    }
+  } else {
+    (void)sink, (void)e, (void)i;
+  }
+}
+
+//! The block kernel's body: grid-stride over the blocks of expert `blockIdx.y`, `U` blocks per
+//! thread and iteration (`enqueue_block` takes 1 when a block per thread fits in one wave);
+//! `PadChunks`: swizzled padding by `pad_chunk` instead of `Sink::pad`.
+template <class Quantizer, class T, class Sink, bool Fast, int U, bool PadChunks = false>
 QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                                         std::int64_t row_stride, std::int64_t expert_stride,
                                         scale_source<Quantizer> src, Sink sink,
                                         std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
-  constexpr int U = blocks_per_iteration<T, B>;
   const int e = static_cast<int>(blockIdx.y);
   const tensor_scale ts = src.get(e);
   if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
@@ -620,7 +679,11 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
   }
   // the swizzled padding first: independent of the data, it runs while the tensor scale and
   // the first lines are in flight instead of after the last store (small calls' latency)
-  if constexpr (Sink::pads) {
+  if constexpr (Sink::pads && PadChunks) {
+    const std::uint32_t n = pad_chunk_count(sink);
+    for (std::uint32_t i = first; i < n; i += stride)
+      pad_chunk(sink, e, i);
+  } else if constexpr (Sink::pads) {
     const std::uint32_t n = sink.pad_count();
     for (std::uint32_t i = first; i < n; i += stride)
       sink.pad(e, i);
@@ -678,35 +741,117 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
 }
 
 //! The block kernel (see `block_kernel_body`).
-template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>>
+template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>,
+          int U = blocks_per_iteration<T, Quantizer::block_size>, bool PadChunks = false>
 __global__ void __launch_bounds__(block_threads)
     block_kernel(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                  std::int64_t row_stride, std::int64_t expert_stride, scale_source<Quantizer> src,
                  Sink sink, std::uint64_t seed) {
-  block_kernel_body<Quantizer, T, Sink, Fast>(x, nkb, total, rows, row_stride, expert_stride, src,
-                                              sink, seed);
+  block_kernel_body<Quantizer, T, Sink, Fast, U, PadChunks>(x, nkb, total, rows, row_stride,
+                                                            expert_stride, src, sink, seed);
 }
 
 //! The block kernel for the turbo path with a resident-CTA request (`enqueue_block` asks for 2 by
 //! default: QDQ measured faster with 2 CTAs of 125 registers than with 3 of 80). A separate
 //! kernel because a bound made ptxas spend more registers on the other instantiations (fp32
 //! input 40 -> 67, MXFP4 63 -> 112).
-template <class Quantizer, class T, class Sink, int MinBlocks = 3>
+template <class Quantizer, class T, class Sink, int MinBlocks = 3,
+          int U = blocks_per_iteration<T, Quantizer::block_size>, bool PadChunks = false>
 __global__ void __launch_bounds__(block_threads, MinBlocks)
     block_kernel_turbo(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                        std::int64_t row_stride, std::int64_t expert_stride,
                        scale_source<Quantizer> src, Sink sink, std::uint64_t seed) {
-  block_kernel_body<Quantizer, T, Sink, true>(x, nkb, total, rows, row_stride, expert_stride, src,
-                                              sink, seed);
+  block_kernel_body<Quantizer, T, Sink, true, U, PadChunks>(x, nkb, total, rows, row_stride,
+                                                            expert_stride, src, sink, seed);
 }
 
-//! The block kernel to launch (only the chosen one is instantiated).
-template <class Quantizer, class T, class Sink, int TurboMinBlocks = 3>
+//! The block kernel to launch (only the chosen one is instantiated), `U` blocks per iteration.
+template <class Quantizer, class T, class Sink, int TurboMinBlocks = 3,
+          int U = blocks_per_iteration<T, Quantizer::block_size>, bool PadChunks = false>
 constexpr auto block_kernel_for() {
   if constexpr (turbo_applies<Quantizer, T> && fast_path_applies<Quantizer>)
-    return block_kernel_turbo<Quantizer, T, Sink, TurboMinBlocks>;
+    return block_kernel_turbo<Quantizer, T, Sink, TurboMinBlocks, U, PadChunks>;
   else
-    return block_kernel<Quantizer, T, Sink>;
+    return block_kernel<Quantizer, T, Sink, fast_path_applies<Quantizer>, U, PadChunks>;
+}
+
+//! Whether the half-block kernel applies: 32-element blocks of 16-bit input (MXFP4 from bf16 /
+//! fp16: 64 bytes per block) on the fast path, quantized (not QDQ).
+template <class Quantizer, class T, class Sink>
+inline constexpr bool half_blocks_apply = Quantizer::block_size == 32 && sizeof(T) == 2 &&
+                                          fast_path_applies<Quantizer> && !Sink::wants_values;
+
+//! Small calls of 32-element blocks of 16-bit input (`half_blocks_apply`): two threads per
+//! block, each loading, scaling and encoding 16 values (half the per-thread latency chain of a
+//! block per thread, twice the threads); the block amax meets with one shuffle (max is exact and
+//! order-independent), both threads take the block's `Quantizer::scale_for`, each stores its 8
+//! bytes of codes, the even one the scale byte. The encoder choice (NaN-safe or not) is per
+//! half; both encoders give the same codes for every value that is not NaN.
+template <class Quantizer, class T, class Sink, bool PadChunks = false>
+__global__ void __launch_bounds__(block_threads)
+    half_block_kernel(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
+                      std::int64_t row_stride, std::int64_t expert_stride,
+                      scale_source<Quantizer> src, Sink sink) {
+  constexpr int B = Quantizer::block_size;
+  constexpr int H = B / 2;
+  const int e = static_cast<int>(blockIdx.y);
+  const tensor_scale ts = src.get(e);
+  if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
+  const T* xe = x + e * expert_stride;
+  const std::uint32_t stride = gridDim.x * blockDim.x; // even: pairs stay together
+  const std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::uint32_t half = threadIdx.x & 1u;
+  if constexpr (Sink::pads && PadChunks) {
+    const std::uint32_t n = pad_chunk_count(sink);
+    for (std::uint32_t i = first; i < n; i += stride)
+      pad_chunk(sink, e, i);
+  } else if constexpr (Sink::pads) {
+    const std::uint32_t n = sink.pad_count();
+    for (std::uint32_t i = first; i < n; i += stride)
+      sink.pad(e, i);
+  }
+  // warp-uniform trip count (the shuffle needs the whole warp)
+  for (std::uint32_t t = first; __any_sync(0xffffffffu, (t >> 1) < total); t += stride) {
+    const std::uint32_t b = t >> 1;
+    const bool active = b < total;
+    std::uint32_t row = 0, kb = 0;
+    float v[H];
+    if (active) {
+      nkb.divmod(b, row, kb);
+      raw_block<T, H> raw;
+      load_raw<T, H>(xe + row * row_stride + static_cast<std::int64_t>(kb) * B + half * H, raw);
+      widen(raw, v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < H; ++i)
+        v[i] = 0.0f;
+    }
+    float a = block_amax(v);
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+    const block_scale sc = Quantizer::scale_for(a, ts);
+#pragma unroll
+    for (int i = 0; i < H; ++i)
+      v[i] = quads::detail::mul_rn(v[i], sc.multiplier);
+    std::uint32_t w[2];
+    if (tree_sum(v) == tree_sum(v)) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        w[j] = encode_e2m1x8_not_nan(reinterpret_cast<const float(&)[8]>(v[8 * j]));
+    } else { // a NaN: the core encoder, which maps NaN to +6
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        w[j] = encode_e2m1x8(reinterpret_cast<const float(&)[8]>(v[8 * j]));
+    }
+    if (active) {
+      const std::size_t blk =
+          (static_cast<std::size_t>(e) * rows + row) * static_cast<std::size_t>(nkb.divisor) + kb;
+      *reinterpret_cast<uint2*>(sink.data + blk * (B / 2) + half * 8u) = make_uint2(w[0], w[1]);
+      if (half == 0)
+        sink.scales[static_cast<std::size_t>(e) * sink.layout_size +
+                    nonneg_offset(sink.layout, static_cast<int>(row), static_cast<int>(kb))] =
+            sc.byte;
+    }
+  }
 }
 
 //! Whether the pair kernel applies to blocks of `B` elements of `T` (32-byte blocks).
@@ -845,17 +990,29 @@ inline constexpr int row_cache_blocks = 2;
 //! layout only get their zero scale words). `blockDim.x` is a multiple of 32, <= 256. Thread t
 //! owns blocks t, t + n, t + 2n, ...; the first `row_cache_blocks` of them stay in registers
 //! between the passes (state, amax, quantize), later ones are loaded again in each pass.
-template <class Quantizer, class Producer, class Sink, row_mode Mode>
+//! `C`: blocks per thread kept in registers (`enqueue_row` takes 1 when a row has at most one
+//! block per thread: half the unrolled code and registers of 2, for short rows' latency).
+template <class Quantizer, class Producer, class Sink, row_mode Mode, int C = row_cache_blocks>
 __global__ void __launch_bounds__(256)
     row_kernel(Producer p, int experts, int rows, int padded_rows, int nkb,
                scale_source<Quantizer> src, tensor_scale* row_scales, float* amax_out, Sink sink,
-               std::uint64_t seed) {
+               std::uint64_t seed, int chunk_pad) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
-  constexpr int C = row_cache_blocks;
   __shared__ float red[8];
+  __shared__ alignas(16) float redm[2][8]; // cta_max_nonneg, alternating per row
+  int parity = 0;
   const int t = static_cast<int>(threadIdx.x);
   const int n = static_cast<int>(blockDim.x);
+  if constexpr (Sink::pads && Mode != row_mode::amax_only) {
+    if (chunk_pad) { // swizzled padding as 16-byte chunks by the whole grid (no padding rows)
+      const std::uint32_t per = pad_chunk_count(sink);
+      const std::uint32_t items = per * static_cast<std::uint32_t>(experts);
+      for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < items;
+           i += gridDim.x * blockDim.x)
+        pad_chunk(sink, static_cast<int>(i / per), i % per);
+    }
+  }
   if constexpr (Mode == row_mode::fixed) {
     if (src.out != nullptr && blockIdx.x == 0)
       for (int e = t; e < experts; e += n)
@@ -912,7 +1069,8 @@ __global__ void __launch_bounds__(256)
         p.finish(kb, state, w);
         m = fmaxf(m, block_amax(w));
       }
-      m = cta_max(m, red);
+      m = cta_max_nonneg(m, redm[parity]);
+      parity ^= 1;
       if constexpr (Mode == row_mode::amax_only) {
         if (t == 0) atomic_max_nonneg(amax_out + e, m);
       } else {
@@ -944,7 +1102,7 @@ __global__ void __launch_bounds__(256)
         quantize_blocks<Quantizer, 1>(w, ts, seed, index, q);
         sink.put(e, r, kb, q[0], ts);
       }
-      sink.pad_row_tail(e, r, t, n);
+      if (!chunk_pad) sink.pad_row_tail(e, r, t, n);
     }
   }
 }
@@ -990,19 +1148,65 @@ inline const char* block_multiple_msg() {
              : "quads: cols (K) must be a multiple of the block size 32; pad explicitly";
 }
 
-//! Enqueues a row kernel for `Producer`.
+//! Benchmark knobs of the small-call paths (host state, read at each call; the defaults are the
+//! configuration measured fastest, docs/benchmarks.md "Small calls, sixth session").
+//! H200, 2026-11-30 10:23 UTC, cold isolated calls at 1 / 16 / 64 x 4096 bf16, defaults against
+//! the knob off: NVFP4 swizzled given 4.74 / 4.93 / 4.77 us against 5.06 / 5.12 / 5.06 us (both
+//! one-block knobs off); per-row 4.74 / 4.96 / 4.90 against 5.22 / 5.41 / 5.38; MXFP4 swizzled
+//! 4.58 / 4.67 / 4.74 against 4.90 / 5.54 / 5.38 (half-block kernel off). The chunked padding
+//! measured no better for the block kernel (4.77 / 4.74 / 4.74 NVFP4, 4.58 / 4.90 / 4.74
+//! MXFP4) and worse for the row kernel (4.93 / 5.22 / 5.06), so it is off.
+struct small_call_tuning {
+  bool one_block_kernel = true;  //!< block kernel: the one-block instantiation for one-wave calls
+  bool row_one_block = true;     //!< row kernel: one cached block per thread for short rows
+  bool half_block_kernel = true; //!< MXFP4 (bf16 / fp16) small calls: two threads per block
+  bool pad_chunks = false;       //!< small calls: swizzled padding by 16-byte chunks
+  bool row_pad_chunks = false;   //!< row kernel: the same, instead of one CTA per padding row
+};
+
+inline small_call_tuning& small_knobs() noexcept {
+  static small_call_tuning t;
+  return t;
+}
+
+//! Enqueues `row_kernel` with `C` cached blocks per thread; `chunk_pad`: the swizzled padding by
+//! 16-byte chunks (`pad_chunk`) over the whole grid instead of one CTA per padding row.
+template <class Quantizer, row_mode Mode, int C, class Producer, class Sink>
+inline void enqueue_row_cached(const Producer& p, const tensor_shape& s, int padded_rows,
+                               const scale_source<Quantizer>& src, tensor_scale* row_scales,
+                               float* amax_out, const Sink& sink, std::uint64_t seed,
+                               cudaStream_t stream, bool chunk_pad) {
+  const int nkb = s.cols / Quantizer::block_size;
+  const int threads = cta_threads_for(nkb);
+  constexpr auto kernel = row_kernel<Quantizer, Producer, Sink, Mode, C>;
+  const int grid_rows = chunk_pad ? s.rows : padded_rows;
+  std::uint64_t ctas = static_cast<std::uint64_t>(s.experts) * grid_rows;
+  if (chunk_pad) // enough threads for one padding chunk each (CTAs past the rows only pad)
+    ctas = std::max<std::uint64_t>(
+        ctas, (static_cast<std::uint64_t>(s.experts) * pad_chunk_count(sink) + threads - 1) /
+                  static_cast<std::uint64_t>(threads));
+  const unsigned grid = grid_for<kernel>(threads, ctas * threads, 32);
+  kernel<<<grid, threads, 0, stream>>>(p, s.experts, s.rows, grid_rows, nkb, src, row_scales,
+                                       amax_out, sink, seed, chunk_pad ? 1 : 0);
+}
+
+//! Enqueues a row kernel for `Producer`: one cached block per thread when the row has at most
+//! one block per thread, else `row_cache_blocks`.
 template <class Quantizer, row_mode Mode, class Producer, class Sink>
 inline void enqueue_row(const Producer& p, const tensor_shape& s, int padded_rows,
                         const scale_source<Quantizer>& src, tensor_scale* row_scales,
                         float* amax_out, const Sink& sink, std::uint64_t seed,
                         cudaStream_t stream) {
   const int nkb = s.cols / Quantizer::block_size;
-  const int threads = cta_threads_for(nkb);
-  constexpr auto kernel = row_kernel<Quantizer, Producer, Sink, Mode>;
-  const std::uint64_t rows_total = static_cast<std::uint64_t>(s.experts) * padded_rows;
-  const unsigned grid = grid_for<kernel>(threads, rows_total * threads, 32);
-  kernel<<<grid, threads, 0, stream>>>(p, s.experts, s.rows, padded_rows, nkb, src, row_scales,
-                                       amax_out, sink, seed);
+  bool chunk_pad = false; // 16-byte chunk stores need 16-byte aligned scales (the API asks for 4)
+  if constexpr (Sink::pads && Mode != row_mode::amax_only)
+    chunk_pad = small_knobs().row_pad_chunks && aligned(sink.scales, 16);
+  if (nkb <= cta_threads_for(nkb) && small_knobs().row_one_block)
+    enqueue_row_cached<Quantizer, Mode, 1>(p, s, padded_rows, src, row_scales, amax_out, sink,
+                                           seed, stream, chunk_pad);
+  else
+    enqueue_row_cached<Quantizer, Mode, row_cache_blocks>(p, s, padded_rows, src, row_scales,
+                                                          amax_out, sink, seed, stream, chunk_pad);
 }
 
 //! Enqueues the block kernel (or the pair kernel). `PairMinBlocks` / `TurboMinBlocks`: resident
@@ -1037,10 +1241,54 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   }
   constexpr int U = blocks_per_iteration<T, B>;
   constexpr auto kernel = block_kernel_for<Quantizer, T, Sink, TurboMinBlocks>();
-  // one block per thread when that fits in one wave (small calls: shorter per-thread latency)
+  // one block per thread when that fits in one wave (small calls: shorter per-thread latency),
+  // by the one-block instantiation (half the unrolled code of two, none of it idle)
   const std::uint64_t one_wave = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) *
                                  static_cast<std::uint64_t>(occupancy<kernel>(block_threads)) *
                                  block_threads / static_cast<std::uint64_t>(s.experts);
+  const small_call_tuning& knobs = small_knobs();
+  const auto launch_small = [&](auto kernel, std::uint64_t items, std::uint64_t pads,
+                                auto... extra) {
+    const unsigned gx = grid_for<decltype(kernel)::value>(
+        block_threads, std::max<std::uint64_t>(items, pads), 8, s.experts);
+    decltype(kernel)::value<<<dim3(gx, static_cast<unsigned>(s.experts)), block_threads, 0,
+                              stream>>>(x, fast_divmod(nkb), total, s.rows, s.rstride(),
+                                        s.estride(), src, sink, extra...);
+  };
+  // 16-byte chunk stores need 16-byte aligned scales (the API asks for 4)
+  bool chunks = false;
+  if constexpr (Sink::pads) chunks = knobs.pad_chunks && aligned(sink.scales, 16);
+  if constexpr (half_blocks_apply<Quantizer, T, Sink>) {
+    // small calls only (as measured): at most 128 blocks per SM
+    const bool small_call =
+        static_cast<std::uint64_t>(total) * static_cast<std::uint64_t>(s.experts) <=
+        static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) * 128u;
+    if (small_call && 2ull * total <= one_wave && knobs.half_block_kernel) {
+      if constexpr (Sink::pads) {
+        if (chunks) {
+          launch_small(kernel_constant<half_block_kernel<Quantizer, T, Sink, true>>{},
+                       2ull * total, pad_chunk_count(sink));
+          return;
+        }
+      }
+      launch_small(kernel_constant<half_block_kernel<Quantizer, T, Sink>>{}, 2ull * total,
+                   sink.pad_count());
+      return;
+    }
+  }
+  if (total <= one_wave && (U > 1 || chunks) && knobs.one_block_kernel) {
+    if constexpr (Sink::pads) {
+      if (chunks) {
+        launch_small(
+            kernel_constant<block_kernel_for<Quantizer, T, Sink, TurboMinBlocks, 1, true>()>{},
+            total, pad_chunk_count(sink), seed);
+        return;
+      }
+    }
+    launch_small(kernel_constant<block_kernel_for<Quantizer, T, Sink, TurboMinBlocks, 1>()>{},
+                 total, sink.pad_count(), seed);
+    return;
+  }
   const std::uint64_t items = total <= one_wave ? total : (total + U - 1) / U;
   const std::uint64_t work = std::max<std::uint64_t>(items, sink.pad_count());
   const unsigned gx = grid_for<kernel>(block_threads, work, 8, s.experts);
