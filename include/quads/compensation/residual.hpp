@@ -80,6 +80,24 @@ struct residual_quantizer {
     out.r = Quantizer::quantize(r, ts_r, bits_r);
     return out;
   }
+
+  //! One block of a RAC operand with `residual_scale::shared`: Q(x) into `qx` and, when
+  //! `selected`, Q(x - QDQ(x)) with the same scale into `qr` (untouched otherwise); random bits
+  //! from `seed` at the blocks' stochastic indices `x_index` / `r_index`.
+  QUADS_API static void quantize_shared(const float (&x)[block_size], tensor_scale ts,
+                                        bool selected, ::cuda::std::uint64_t seed,
+                                        ::cuda::std::uint64_t x_index,
+                                        ::cuda::std::uint64_t r_index, packed_block<format>& qx,
+                                        packed_block<format>& qr) noexcept {
+    const auto bx = Quantizer::bits_for(seed, x_index);
+    if (selected) {
+      const rac_block<format> q = quantize(x, ts, ts, bx, Quantizer::bits_for(seed, r_index));
+      qx = q.x;
+      qr = q.r;
+    } else {
+      qx = Quantizer::quantize(x, ts, bx);
+    }
+  }
 };
 
 //! Stochastic-rounding block index of residual block `j` of `row`: the residual blocks follow all

@@ -647,6 +647,25 @@ QUADS_DEVICE_API void pad_chunk(const Sink& sink, int e, std::uint32_t i) {
   }
 }
 
+//! The swizzled padding of expert `e` (nothing for other sinks), written by the grid's threads
+//! from this thread's grid-stride position (`first`, `stride`): as `pad_chunk`'s 16-byte chunks
+//! (`PadChunks`) or as `Sink::pad`'s words.
+template <bool PadChunks, class Sink>
+QUADS_DEVICE_API void write_padding(const Sink& sink, int e, std::uint32_t first,
+                                    std::uint32_t stride) {
+  if constexpr (Sink::pads && PadChunks) {
+    const std::uint32_t n = pad_chunk_count(sink);
+    for (std::uint32_t i = first; i < n; i += stride)
+      pad_chunk(sink, e, i);
+  } else if constexpr (Sink::pads) {
+    const std::uint32_t n = sink.pad_count();
+    for (std::uint32_t i = first; i < n; i += stride)
+      sink.pad(e, i);
+  } else {
+    (void)sink, (void)e, (void)first, (void)stride;
+  }
+}
+
 //! The block kernel's body: grid-stride over the blocks of expert `blockIdx.y`, `U` blocks per
 //! thread and iteration (`enqueue_block` takes 1 when a block per thread fits in one wave);
 //! `PadChunks`: swizzled padding by `pad_chunk` instead of `Sink::pad`.
@@ -679,15 +698,7 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
   }
   // the swizzled padding first: independent of the data, it runs while the tensor scale and
   // the first lines are in flight instead of after the last store (small calls' latency)
-  if constexpr (Sink::pads && PadChunks) {
-    const std::uint32_t n = pad_chunk_count(sink);
-    for (std::uint32_t i = first; i < n; i += stride)
-      pad_chunk(sink, e, i);
-  } else if constexpr (Sink::pads) {
-    const std::uint32_t n = sink.pad_count();
-    for (std::uint32_t i = first; i < n; i += stride)
-      sink.pad(e, i);
-  }
+  write_padding<PadChunks>(sink, e, first, stride);
   if constexpr (turbo) tc = make_turbo_ctx<Quantizer>(ts, turbo_tab);
   for (std::uint32_t u = first; u < total; u += U * stride) {
     raw_block<T, B> raw[U];
@@ -801,15 +812,7 @@ __global__ void __launch_bounds__(block_threads)
   const std::uint32_t stride = gridDim.x * blockDim.x; // even: pairs stay together
   const std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
   const std::uint32_t half = threadIdx.x & 1u;
-  if constexpr (Sink::pads && PadChunks) {
-    const std::uint32_t n = pad_chunk_count(sink);
-    for (std::uint32_t i = first; i < n; i += stride)
-      pad_chunk(sink, e, i);
-  } else if constexpr (Sink::pads) {
-    const std::uint32_t n = sink.pad_count();
-    for (std::uint32_t i = first; i < n; i += stride)
-      sink.pad(e, i);
-  }
+  write_padding<PadChunks>(sink, e, first, stride);
   // warp-uniform trip count (the shuffle needs the whole warp)
   for (std::uint32_t t = first; __any_sync(0xffffffffu, (t >> 1) < total); t += stride) {
     const std::uint32_t b = t >> 1;
@@ -946,11 +949,7 @@ __global__ void __launch_bounds__(block_threads, MinBlocks)
     quantize_blocks<Quantizer, 2, Fast>(v, ts, seed, index, q);
     sink.put2(e, static_cast<int>(row), static_cast<int>(kb), q, ts);
   }
-  if constexpr (Sink::pads) {
-    const std::uint32_t n = sink.pad_count();
-    for (std::uint32_t i = first; i < n; i += stride)
-      sink.pad(e, i);
-  }
+  write_padding<false>(sink, e, first, stride);
 }
 
 //! Values of the plain input `[experts, rows, cols]`.

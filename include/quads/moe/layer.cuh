@@ -231,16 +231,9 @@ __global__ void __launch_bounds__(256)
             raw, selected, tc, ts, seed, r_index, qx, qr)) {
       float xv[block];
       kd::widen(raw, xv);
-      const auto bx = Q::bits_for(seed, static_cast<std::uint64_t>(t) * nkb + kb);
       packed_block<nvfp4> px{}, pr{};
-      if (selected) {
-        const compensation::rac_block<nvfp4> q =
-            RQ::quantize(xv, ts, ts, bx, Q::bits_for(seed, r_index));
-        px = q.x;
-        pr = q.r;
-      } else {
-        px = Q::quantize(xv, ts, bx);
-      }
+      RQ::quantize_shared(xv, ts, selected, seed, static_cast<std::uint64_t>(t) * nkb + kb,
+                          r_index, px, pr);
       std::memcpy(qx.w, px.codes, 8);
       std::memcpy(qr.w, pr.codes, 8);
       qx.scale = px.scale;
@@ -273,7 +266,8 @@ struct turbo_expert_blocks {
     namespace kd = ::quads::kernels::detail;
     kd::block_words<block> wx, wr;
     if (!kd::turbo_block_f32<Q>(x, ts, wx)) {
-      quantize_expert_output<Q>::core_blocks{}(x, ts, selected, seed, x_index, r_index, qx, qr);
+      compensation::residual_quantizer<Q>::quantize_shared(x, ts, selected, seed, x_index,
+                                                           r_index, qx, qr);
       return;
     }
     if (selected) {

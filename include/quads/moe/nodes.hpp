@@ -69,23 +69,16 @@ struct quantize_expert_output {
   static constexpr params to_params(const arguments& a) noexcept { return a; }
 
   //! Q(x) of one block and, when `selected`, Q(x - QDQ(x)) with the same scale, through the core
-  //! functors (`x_index` / `r_index`: the stochastic block indices). `apply_with` takes another
-  //! such callable, e.g. a faster device path with the same bytes (moe/layer.cuh).
+  //! functors (`residual_quantizer::quantize_shared`; `x_index` / `r_index`: the stochastic block
+  //! indices). `apply_with` takes another such callable, e.g. a faster device path with the same
+  //! bytes (moe/layer.cuh).
   struct core_blocks {
     QUADS_API void operator()(const float (&x)[block_size], tensor_scale ts, bool selected,
                               ::cuda::std::uint64_t seed, ::cuda::std::uint64_t x_index,
                               ::cuda::std::uint64_t r_index, packed_block<format>& qx,
                               packed_block<format>& qr) const noexcept {
-      const auto bx = Quantizer::bits_for(seed, x_index);
-      if (selected) {
-        const compensation::rac_block<format> q =
-            compensation::residual_quantizer<Quantizer>::quantize(
-                x, ts, ts, bx, Quantizer::bits_for(seed, r_index));
-        qx = q.x;
-        qr = q.r;
-      } else {
-        qx = Quantizer::quantize(x, ts, bx);
-      }
+      compensation::residual_quantizer<Quantizer>::quantize_shared(x, ts, selected, seed, x_index,
+                                                                   r_index, qx, qr);
     }
   };
 
