@@ -255,8 +255,8 @@ __global__ void __launch_bounds__(256)
 //! `quantize_expert_output`'s blocks on the kernels' turbo path: the table-free
 //! `turbo_block_f32` for Q(h) and the residual, `dequantize_block` for QDQ(h) (the bytes of the
 //! core functors); a NaN block, or a scale the turbo path does not admit, takes the core
-//! functors. One thread per block: the core functors' chain made the gate_up epilogue 4.6 us of
-//! a QUADS call at T = 1 (Qwen3-30B-A3B, H200, `quads_decode_trace --moe`).
+//! functors. Measured effect (H200, `quads_decode_trace --moe`, Qwen3-30B-A3B gate_up at T = 1):
+//! the QUADS epilogue 4.6 -> 4.2 us, so most of its time is not the block quantizer.
 struct turbo_expert_blocks {
   using Q = activation_quantizer;
   QUADS_DEVICE_API void operator()(const float (&x)[block], tensor_scale ts, bool selected,
@@ -565,7 +565,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
     auto gemms = [&]<class Lane, class WF>() -> cudaError_t {
       const gemm::fp4_expert_weights<WF> wgu{w.gate_up, w.gate_up_scales, E};
       const gemm::fp4_expert_weights<WF> wdn{w.down, w.down_scales, E};
-      const gate_up_fp4_epilogue::arguments gu_epi{
+      const gate_up_fp4_epilogue_gpu::arguments gu_epi{
           gu_alpha,
           {},
           {io.h_pre, I},
