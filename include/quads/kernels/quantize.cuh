@@ -861,6 +861,91 @@ __global__ void __launch_bounds__(block_threads)
 template <class T, int B>
 inline constexpr bool pair_blocks = B * sizeof(T) == 32;
 
+//! Whether the pair kernel walks row octets (`pair_octet_walk`): swizzled scales, rows of a
+//! multiple of 8 blocks (no padding columns), 4-byte aligned scales.
+template <class Sink>
+QUADS_DEVICE_API bool octet_walk_applies(const Sink& sink) {
+  if constexpr (Sink::pads)
+    return sink.nkb % 8 == 0 && reinterpret_cast<std::uintptr_t>(sink.scales) % 4 == 0;
+  else
+    return (void)sink, false;
+}
+
+//! Step `u` of the octet walk as (row octet, 8-block step of the row): `npk` = block pairs per
+//! row, a multiple of 4, so `4 u = oct * npk + 4 span` (one multiply-high, no second divisor).
+QUADS_DEVICE_API void octet_step(const fast_divmod& npk, std::uint32_t u, std::uint32_t& oct,
+                                 std::uint32_t& span) {
+  std::uint32_t r4;
+  npk.divmod(4u * u, oct, r4);
+  span = r4 >> 2;
+}
+
+//! Row and block pair of `lane` in the octet walk's step (`oct`, `span`): row octet `oct`
+//! (8 rows of a 128-row tile whose scales share 32-byte sectors), 8-block step `span` of a row.
+QUADS_DEVICE_API void octet_position(std::uint32_t oct, std::uint32_t span, std::uint32_t lane,
+                                     std::uint32_t& row, std::uint32_t& kp) {
+  const std::uint32_t orow = lane >> 2;
+  row = (oct >> 4) * 128u + (oct & 15u) * 2u + (orow & 1u) + (orow >> 1) * 32u;
+  kp = 4u * span + (lane & 3u);
+}
+
+//! The turbo pair loop for swizzled scales (`octet_walk_applies`). A 32-byte sector of the
+//! 128 x 4 layout holds 4 scale columns of 8 rows: r and r + 1 (r even) of each 32-row quarter of
+//! a 128-row tile. Each warp takes such a row octet x 8 blocks per step (lane: row `lane / 4`
+//! of the octet, block pair `lane % 4`), so that after one shuffle 16 lanes store two whole
+//! sectors in one instruction; the row-major walk stores 2 bytes into each of 16 sectors per
+//! warp instruction (16 partially written lines where a linear layout writes one). The
+//! padding rows of the last tile store their zero scales in the same walk.
+template <class Quantizer, class T, class Sink>
+QUADS_DEVICE_API void pair_octet_walk(const T* xe, fast_divmod npk_div, std::int64_t row_stride,
+                                      int e, const Sink& sink, const turbo_ctx& tc, tensor_scale ts,
+                                      std::uint64_t seed, std::uint32_t first,
+                                      std::uint32_t stride) {
+  constexpr int B = Quantizer::block_size;
+  const std::uint32_t lane = threadIdx.x & 31u;
+  const std::uint32_t orow = lane >> 2, kq = lane & 3u;
+  const std::uint32_t rows = static_cast<std::uint32_t>(sink.rows);
+  const std::uint32_t ct = static_cast<std::uint32_t>(sink.layout.col_tiles());
+  const std::uint32_t npk = npk_div.divisor;
+  const std::uint32_t units = static_cast<std::uint32_t>(sink.layout.row_tiles()) * 16u * (npk / 4);
+  std::uint8_t* codes_e =
+      sink.data + static_cast<std::size_t>(e) * rows * static_cast<std::size_t>(npk) * 16u;
+  std::uint8_t* scales_e = sink.scales + static_cast<std::size_t>(e) * sink.layout_size;
+  // warp-uniform: every lane of a warp has the same `u` (the shuffle needs all 32)
+  for (std::uint32_t u = first / 32u; u < units; u += stride / 32u) {
+    std::uint32_t oct, span, row, kp;
+    octet_step(npk_div, u, oct, span);
+    octet_position(oct, span, lane, row, kp);
+    std::uint32_t sc = 0; // this lane's two scale bytes (zero for a padding row)
+    if (row < rows) {
+      const T* xp = xe + row * row_stride + static_cast<std::int64_t>(kp) * (2 * B);
+      raw_block<T, B> raw[2];
+      load_raw<T, B>(xp, raw[0]);
+      load_raw<T, B>(xp + B, raw[1]);
+      block_words<B> q[2];
+      float unused[2][B];
+      if (!turbo_blocks<Quantizer, T, 2, true, false>(raw, tc, q, unused)) {
+        float v[2][B];
+        widen(raw[0], v[0]);
+        widen(raw[1], v[1]);
+        const std::uint64_t b0 =
+            (static_cast<std::uint64_t>(e) * rows + row) * (2u * npk) + 2u * kp;
+        const std::uint64_t index[2] = {b0, b0 + 1};
+        quantize_blocks<Quantizer, 2, true>(v, ts, seed, index, q);
+      }
+      *reinterpret_cast<uint4*>(codes_e + (static_cast<std::size_t>(row) * npk + kp) * 16u) =
+          make_uint4(q[0].w[0], q[0].w[1], q[1].w[0], q[1].w[1]);
+      sc = q[0].scale | (q[1].scale << 8);
+    }
+    const std::uint32_t hi = __shfl_down_sync(0xffffffffu, sc, 1);
+    if ((kq & 1u) == 0) {
+      const std::uint32_t atom = (oct >> 4) * ct + 2u * span + (kq >> 1);
+      *reinterpret_cast<std::uint32_t*>(scales_e + atom * 512u + (oct & 15u) * 32u +
+                                        (orow & 1u) * 16u + (orow >> 1) * 4u) = sc | (hi << 16);
+    }
+  }
+}
+
 //! The pair kernel (32-byte blocks, `cols / B` even): grid-stride over pairs of consecutive
 //! blocks of a row, so one index split, one 64-byte contiguous load and one sink call
 //! (`put2`: one code store, one scale store) serve two blocks.
@@ -883,12 +968,24 @@ __global__ void __launch_bounds__(block_threads, MinBlocks)
   const std::uint32_t nkb = 2 * npk.divisor;
   turbo_ctx tc{};
   if constexpr (turbo) {
-    if (first < pairs) { // the first pair's 64 bytes (one line) while the table is built
-      std::uint32_t r0, k0;
+    // the first pair's line while the table is built
+    std::uint32_t r0 = 0, k0 = 0;
+    if (octet_walk_applies(sink)) {
+      std::uint32_t oct, span;
+      octet_step(npk, first / 32u, oct, span);
+      octet_position(oct, span, threadIdx.x & 31u, r0, k0);
+    } else if (first < pairs) {
       npk.divmod(first, r0, k0);
-      prefetch_l1(xe + r0 * row_stride + static_cast<std::int64_t>(k0) * (2 * B));
     }
+    if (r0 < static_cast<std::uint32_t>(rows) && first < pairs)
+      prefetch_l1(xe + r0 * row_stride + static_cast<std::int64_t>(k0) * (2 * B));
     tc = make_turbo_ctx<Quantizer>(ts, turbo_tab);
+  }
+  if constexpr (turbo && Sink::pads) {
+    if (tc.ok && octet_walk_applies(sink)) {
+      pair_octet_walk<Quantizer>(xe, npk, row_stride, e, sink, tc, ts, seed, first, stride);
+      return;
+    }
   }
   if constexpr (turbo) {
     // Turbo loop: (row, pair column) and the input pointer advance by the grid stride without a
@@ -1229,7 +1326,11 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   if constexpr (pair_blocks<T, B> && Sink::pairs && fast_path_applies<Quantizer>) {
     if (sink.pair_ok() && !small) {
       const std::uint32_t pairs = total / 2;
-      const std::uint64_t work = std::max<std::uint64_t>(pairs, sink.pad_count());
+      // the octet walk (swizzled scales) covers the padding rows' pairs too
+      const std::uint64_t work = std::max<std::uint64_t>(
+          Sink::pads ? static_cast<std::uint64_t>(padded_rows_of(sink.layout, s.rows)) * (nkb / 2)
+                     : pairs,
+          sink.pad_count());
       constexpr auto kernel =
           pair_kernel<Quantizer, T, Sink, fast_path_applies<Quantizer>, PairMinBlocks>;
       const unsigned gx = grid_for<kernel>(block_threads, work, 8, s.experts);
