@@ -1,51 +1,23 @@
 // SPDX-FileCopyrightText: 2026 The quads authors
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief The small-call paths of session 6 against the host reference: the tensor amax in each
-//! combine mode (one CTA, one cluster of 8 or 16 CTAs, zeroing kernel + programmatic dependent
-//! launch, memset + atomics) on sizes on both sides of each threshold, with garbage or
-//! accumulated output buffers, every input kind (NaN / Inf included), expert stacks and padded
-//! strides; and quantize / QDQ with each small-call knob (`detail::small_knobs`: one-block
-//! instantiations of the block and row kernels, the MXFP4 half-block kernel, the chunked
-//! swizzled padding) on and off, rows on both sides of the one-block row threshold and of the
-//! chunk cases, and a scale buffer that is only 4-byte aligned.
+//! @brief The small-call paths against the host reference: the tensor amax on sizes on both
+//! sides of each of its launch thresholds (one CTA; memset + atomics with 256 threads x 2 / x 4
+//! words, 1024 threads x 8 words), with garbage or accumulated output buffers, every input kind
+//! (NaN / Inf included), expert stacks and padded strides; the per-tensor quantize through it; and
+//! small quantize / QDQ calls (the one-block block and row kernels, the MXFP4 half-block kernel)
+//! on rows on both sides of the one-block row threshold, every padding case of the last swizzled
+//! row tile, and a scale buffer that is only 4-byte aligned.
 #include "quantize_check.cuh"
 
 namespace {
 using namespace quads;
 using namespace quads::gpu_test;
-namespace kd = quads::kernels::detail;
 using bf16 = __nv_bfloat16;
 using q_given = block_quantizer<nvfp4, quant_options{.global = global_scale::given}>;
 using q_tensor = block_quantizer<nvfp4>;
 using q_row = block_quantizer<nvfp4, quant_options{.global = global_scale::per_row}>;
 using q_mx = block_quantizer<mxfp4>;
-
-//! Restores the launchers' knobs on scope exit.
-struct knob_guard {
-  kd::amax_tuning amax = kd::amax_knobs();
-  kd::small_call_tuning small = kd::small_knobs();
-  ~knob_guard() {
-    kd::amax_knobs() = amax;
-    kd::small_knobs() = small;
-  }
-};
-
-struct amax_mode {
-  const char* name;
-  kd::amax_tuning knobs;
-};
-//! The default (memset + atomics, threads / words by size), the cluster path, every path forced
-//! over a wider range, and the atomic variants.
-const amax_mode amax_modes[] = {{"default", {}},
-                                {"cluster8", {8, 8192, false}},
-                                {"cluster8 up to 64 x 4096", {8, 32768, false}},
-                                {"cluster16", {16, 65536, false}},
-                                {"cluster2", {2, 8192, false}},
-                                {"zeroing kernel + PDL", {0, 0, true}},
-                                {"memset, 256 threads, 4 words", {0, 0, false, 256, 4}},
-                                {"memset, 1024 threads, 8 words", {0, 0, false, 1024, 8}},
-                                {"PDL, 256 threads, 2 words", {0, 0, true, 256, 2}}};
 
 //! `tensor_amax` (and, with `accumulate`, max(old, new)) equals `reference::amax` per expert.
 template <class T>
@@ -81,21 +53,18 @@ void check_amax(shape3 sh, input_kind kind, std::uint64_t s, int variant, bool a
 }
 
 //! Shapes around the amax thresholds (16-byte words per expert; bf16: cols / 8 per row): one
-//! CTA up to 1024 words, one cluster (when enabled) up to `cluster_words` and `ctas * 4096`
-//! words (8: 32768 = 64 x 4096 bf16), the atomic paths above (2 words per thread up to one
-//! round of the grid).
+//! CTA up to 1024 words, then memset + atomics with 2 words per thread up to one round of the
+//! grid, 4 words, and 1024 threads x 8 words from 4 Mi words (4096 x 8192 bf16).
 std::vector<shape3> amax_shapes() {
   if (quick()) return {{1, 1, 8200}, {2, 16, 4096}, {1, 64, 4104}};
-  return {{1, 1, 64},    {1, 1, 8192},   {1, 1, 8200},  {1, 16, 4096},  {1, 16, 4104},
-          {2, 16, 4096}, {1, 64, 4096},  {1, 64, 4104}, {3, 33, 1016},  {1, 130, 2048},
-          {2, 128, 4104}, {1, 300, 1024}};
+  return {{1, 1, 64},     {1, 1, 8192},   {1, 1, 8200},   {1, 16, 4096},  {1, 16, 4104},
+          {2, 16, 4096},  {1, 64, 4096},  {1, 64, 4104},  {3, 33, 1016},  {1, 130, 2048},
+          {2, 128, 4104}, {1, 300, 1024}, {1, 1024, 8192}, {1, 4096, 8192}};
 }
 
-//! Quantize (and QDQ where given) of small calls with the small-call knobs `k`.
+//! Quantize (and QDQ where given) of small calls.
 template <class Quantizer, class Layout>
-void sweep_small(const kd::small_call_tuning& k, bool also_qdq, bool all_inputs) {
-  knob_guard g;
-  kd::small_knobs() = k;
+void sweep_small(bool also_qdq) {
   const std::uint64_t s0 = seed();
   int variant = 0;
   constexpr int B = Quantizer::block_size;
@@ -109,18 +78,15 @@ void sweep_small(const kd::small_call_tuning& k, bool also_qdq, bool all_inputs)
   if (quick()) shapes.resize(4);
   for (const shape3 sh : shapes)
     for (const input_kind kind : all_kinds) {
-      const bool few = !all_inputs || quick(); // normal, specials (NaN / Inf), boundary
-      if (few && kind != input_kind::normal && kind != input_kind::specials &&
-          (quick() || kind != input_kind::boundary))
-        continue;
+      if (quick() && kind != input_kind::normal && kind != input_kind::specials) continue;
       const std::uint64_t s = s0 + static_cast<std::uint64_t>(variant) * 7919u;
       check_quantize<Quantizer, Layout, bf16>(sh, kind, s, variant, also_qdq);
       ++variant;
     }
 }
 
-//! Swizzled quantize into a scale buffer that is 4- but not 16-byte aligned (the chunked
-//! padding must step aside) equals the reference.
+//! Swizzled quantize into a scale buffer that is 4- but not 16-byte aligned (the API asks for 4)
+//! equals the reference.
 template <class Quantizer>
 void check_scales_offset(shape3 sh, std::uint64_t s) {
   using F = typename Quantizer::format;
@@ -154,61 +120,33 @@ void check_scales_offset(shape3 sh, std::uint64_t s) {
 } // namespace
 
 TEST_SUITE("gpu.small_calls") {
-  TEST_CASE("sm90: tensor amax is reference::amax in every combine mode, around every threshold") {
-    knob_guard g;
+  TEST_CASE("sm90: tensor amax is reference::amax around every launch threshold") {
     int variant = 0;
-    for (const amax_mode& m : amax_modes) {
-      CAPTURE(m.name);
-      kd::amax_knobs() = m.knobs;
-      for (const shape3 sh : amax_shapes())
-        for (const input_kind k : all_kinds) {
-          if (quick() && k != input_kind::normal && k != input_kind::specials) continue;
-          const std::uint64_t s = seed() + 15485863u * static_cast<std::uint64_t>(variant);
-          check_amax<bf16>(sh, k, s, variant, variant % 3 == 2);
-          check_amax<float>(sh, k, s, variant + 1, variant % 3 == 1);
-          ++variant;
-        }
-    }
+    for (const shape3 sh : amax_shapes())
+      for (const input_kind k : all_kinds) {
+        if (quick() && k != input_kind::normal && k != input_kind::specials) continue;
+        const std::uint64_t s = seed() + 15485863u * static_cast<std::uint64_t>(variant);
+        check_amax<bf16>(sh, k, s, variant, variant % 3 == 2);
+        check_amax<float>(sh, k, s, variant + 1, variant % 3 == 1);
+        ++variant;
+      }
   }
-  TEST_CASE("sm90: the per-tensor quantize is byte-identical with each amax combine mode") {
-    knob_guard g;
+  TEST_CASE("sm90: the per-tensor quantize through the tensor amax is byte-identical") {
     int variant = 0;
-    for (const amax_mode& m : amax_modes) {
-      CAPTURE(m.name);
-      kd::amax_knobs() = m.knobs;
-      // 16-element blocks: 4112 = 257 x 16 (words per expert just above 64 x 4096 bf16)
-      for (const shape3 sh : {shape3{1, 16, 4096}, shape3{2, 64, 4112}, shape3{1, 130, 2048}})
-        for (const input_kind k : {input_kind::normal, input_kind::specials, input_kind::zeros}) {
-          check_quantize<q_tensor, swizzled_128x4, bf16>(sh, k, seed() + 31u * variant, variant,
-                                                         variant % 2 == 0);
-          ++variant;
-        }
-    }
+    // 16-element blocks: 4112 = 257 x 16 (words per expert just above 64 x 4096 bf16)
+    for (const shape3 sh : {shape3{1, 16, 4096}, shape3{2, 64, 4112}, shape3{1, 130, 2048}})
+      for (const input_kind k : {input_kind::normal, input_kind::specials, input_kind::zeros}) {
+        check_quantize<q_tensor, swizzled_128x4, bf16>(sh, k, seed() + 31u * variant, variant,
+                                                       variant % 2 == 0);
+        ++variant;
+      }
   }
-  TEST_CASE("sm90: small quantize / QDQ calls are byte-identical with each small-call knob") {
-    // {one-block block kernel, one-block row kernel, MXFP4 half-block kernel, chunked padding of
-    // the block kernel, of the row kernel}
-    const kd::small_call_tuning settings[] = {
-        {},
-        {false, false, false, false, false},
-        {true, true, false, false, false},
-        {true, false, true, false, true},
-        {true, true, false, true, false}};
-    bool first = true; // every input kind with the defaults, three kinds with the others
-    for (const kd::small_call_tuning& k : settings) {
-      if (quick() && !first && k.one_block_kernel) break; // sanitizer runs: defaults, all off
-      CAPTURE(k.one_block_kernel);
-      CAPTURE(k.row_one_block);
-      CAPTURE(k.half_block_kernel);
-      CAPTURE(k.pad_chunks);
-      CAPTURE(k.row_pad_chunks);
-      sweep_small<q_given, swizzled_128x4>(k, true, first);
-      sweep_small<q_given, linear_scales>(k, false, first);
-      sweep_small<q_row, swizzled_128x4>(k, true, first);
-      sweep_small<q_mx, swizzled_128x4>(k, false, first);
-      sweep_small<q_mx, linear_scales>(k, false, first);
-      first = false;
-    }
+  TEST_CASE("sm90: small quantize / QDQ calls are byte-identical") {
+    sweep_small<q_given, swizzled_128x4>(true);
+    sweep_small<q_given, linear_scales>(false);
+    sweep_small<q_row, swizzled_128x4>(true);
+    sweep_small<q_mx, swizzled_128x4>(false);
+    sweep_small<q_mx, linear_scales>(false);
   }
   TEST_CASE("sm90: small swizzled quantize into 4-byte aligned scales is byte-identical") {
     for (const shape3 sh : {shape3{1, 1, 4096}, shape3{2, 16, 4096}, shape3{1, 100, 512}}) {

@@ -6,22 +6,19 @@
 //! Semantics are those of `quads::reference::amax`: max |x| ignoring NaN, Inf counts, 0 for an
 //! empty or all-NaN input. On the device `fmaxf(m, |x|)` with `m` never NaN is exactly
 //! `detail::max_num`, and max is order-independent, so the result is bit-identical to the host.
-//! Across CTAs the tensor amax is combined in one of these ways (`amax_tuning`):
+//! Across CTAs the tensor amax is combined in one of two ways:
 //! - one CTA covers the tensor (per expert): it stores the result, one launch;
-//! - (benchmark knob, off by default: slower than the memset below at 64 x 4096) a cluster of up
-//!   to 16 CTAs covers it: the CTAs' maxima meet in the shared memory of the cluster's first CTA
-//!   (distributed shared memory), which stores, one launch;
 //! - otherwise `atomicMax` on the fp32 bits (monotonic for non-negative floats, +Inf =
-//!   0x7f800000 included) into a buffer zeroed by `cudaMemsetAsync` (or, as a benchmark knob,
-//!   by a one-CTA kernel behind which the amax kernel is launched with programmatic dependent
-//!   launch; it waits for that kernel, `griddepcontrol.wait`, only before its atomics).
+//!   0x7f800000 included) into a buffer zeroed by `cudaMemsetAsync`. (Measured slower on the
+//!   H200 and removed in the seventh session: a cluster whose CTAs meet in distributed shared
+//!   memory, a zeroing kernel + programmatic dependent launch, a cooperative grid barrier;
+//!   docs/benchmarks.md.)
 //! With `accumulate` the result is max(old, new) and nothing is zeroed. bf16 / fp16 inputs are
 //! reduced as packed pairs (`packed_amax`).
 #pragma once
 
 #include <quads/kernels/common.cuh>
 
-#include <cooperative_groups.h>
 
 #include <algorithm>
 
@@ -182,11 +179,7 @@ enum class amax_store : int {
   atomic = 0,     //!< atomicMax into a buffer zeroed before (or accumulating)
   direct = 1,     //!< the only CTA of its expert: store
   direct_max = 2, //!< the only CTA, accumulating: max(old, new)
-  atomic_pdl = 3, //!< atomicMax after `griddepcontrol.wait` (launched behind the zeroing kernel)
 };
-
-//! Waits for the grids this one depends on programmatically (a no-op without such a launch).
-QUADS_DEVICE_API void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 //! Max over the CTA of non-negative, non-NaN values, valid in thread 0 only: warp maxima by
 //! `redux.sync` on the fp32 bits, then warp 0 folds them (one barrier; any CTA size).
@@ -203,7 +196,7 @@ QUADS_DEVICE_API float cta_max_thread0(float m, float* red) {
 }
 
 //! Tensor amax of each expert (blockIdx.y) over 16-byte words; `vecs` = words per row.
-//! `Threads` per CTA, `Unroll` words in flight per thread (benchmark knobs, `amax_tuning`).
+//! `Threads` per CTA, `Unroll` words in flight per thread (chosen by size in `enqueue_tensor_amax`).
 template <class T, int Threads = amax_threads, int Unroll = amax_unroll>
 __global__ void __launch_bounds__(Threads)
     tensor_amax_kernel(const T* x, fast_divmod vecs, std::uint32_t total, std::int64_t row_stride,
@@ -219,57 +212,8 @@ __global__ void __launch_bounds__(Threads)
     } else if (store == static_cast<int>(amax_store::direct_max)) {
       amax[blockIdx.y] = fmaxf(amax[blockIdx.y], m);
     } else {
-      if (store == static_cast<int>(amax_store::atomic_pdl)) grid_dependency_wait();
       atomic_max_nonneg(amax + blockIdx.y, m);
     }
-  }
-}
-
-//! Zeroes `n` floats; lets the dependent amax kernel launch at once (it waits for this grid's
-//! completion, which includes these stores, before its atomics).
-//! (A template so that every translation unit may instantiate it.)
-template <int Unused = 0>
-__global__ void __launch_bounds__(256) amax_zero_kernel(float* amax, int n) {
-  asm volatile("griddepcontrol.launch_dependents;");
-  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i < n) amax[i] = 0.0f;
-}
-
-//! Most threads per CTA of the cluster amax kernel.
-inline constexpr int amax_cluster_threads = 1024;
-//! Most CTAs of one amax cluster (8 is the portable cluster size; 16 needs the non-portable
-//! attribute, which Hopper grants).
-inline constexpr int amax_cluster_max = 16;
-
-//! Tensor amax of small tensors: one cluster of `gridDim.x` CTAs per expert (blockIdx.y); each
-//! CTA writes its max into the first CTA's shared memory, and after the cluster barrier that CTA
-//! stores (or, with `accumulate`, max-accumulates) the expert's amax. No atomics, no zeroing.
-template <class T>
-__global__ void __launch_bounds__(amax_cluster_threads)
-    tensor_amax_cluster_kernel(const T* x, fast_divmod vecs, std::uint32_t total,
-                               std::int64_t row_stride, std::int64_t expert_stride, float* amax,
-                               int accumulate) {
-  __shared__ float red[amax_cluster_threads / 32];
-  __shared__ float part[amax_cluster_max];
-  // a CTA may write into another CTA's shared memory only once that CTA has started: arrive at
-  // the cluster barrier now, wait before the remote store (the loads run in between; the
-  // H200 racecheck of 2026-11-30 10:23 UTC flagged the store without this barrier)
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-  const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
-  float m = thread_amax(xe, vecs, total, row_stride, blockIdx.x * blockDim.x + threadIdx.x,
-                        gridDim.x * blockDim.x);
-  m = cta_max(m, red);
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  const unsigned rank = cluster.block_rank();
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-  if (threadIdx.x == 0) *cluster.map_shared_rank(&part[rank], 0) = m;
-  cluster.sync(); // release / acquire: the remote stores are visible to the first CTA
-  if (rank == 0 && threadIdx.x == 0) {
-    float r = part[0];
-    for (unsigned i = 1; i < cluster.num_blocks(); ++i)
-      r = fmaxf(r, part[i]);
-    amax[blockIdx.y] = accumulate ? fmaxf(amax[blockIdx.y], r) : r;
   }
 }
 
@@ -362,27 +306,6 @@ inline unsigned tensor_amax_grid(const tensor_shape& s) {
                                          s.experts);
 }
 
-//! Benchmark knobs of the tensor amax launcher (host state, read at each call). The defaults are
-//! the fastest measured on the H200 (docs/benchmarks.md, "Small calls, sixth session", run of
-//! 2026-11-30 10:23 UTC, cold isolated calls): memset + atomics for every tensor that one CTA
-//! does not cover, 256 threads x 2 words in flight up to one round of the grid (16 / 64 x 4096
-//! bf16: 4.61 / 4.77 us, against 4.74 / 4.90 us with 4 words, 4.74 / 5.89 us for a cluster of 8
-//! CTAs and 5.18 / 5.31 us, bimodal, for the zeroing kernel + programmatic dependent launch),
-//! 1024 threads x 8 words from 4 Mi words (8192 x 8192 bf16: 33.2 us against 33.5 us).
-struct amax_tuning {
-  int cluster_ctas = 0; //!< CTAs of the cluster path, 2 .. 16 (above 8: non-portable); 0: none
-  //! Largest expert (16-byte words) for the cluster path, at most `cluster_ctas * 1024 *
-  //! amax_unroll` (one round of loads per thread).
-  std::uint32_t cluster_words = 8192;
-  bool pdl_zero = false; //!< atomic path: zeroing kernel + PDL instead of `cudaMemsetAsync`
-  int atomic_threads = 0; //!< atomic path: threads per CTA (256 or 1024); 0: by size
-  int atomic_unroll = 0;  //!< atomic path: words in flight per thread (2, 4 or 8); 0: by size
-};
-inline amax_tuning& amax_knobs() noexcept {
-  static amax_tuning t;
-  return t;
-}
-
 //! A kernel as a type (for generic launch helpers).
 template <auto Kernel>
 struct kernel_constant {
@@ -400,11 +323,14 @@ struct amax_extent {
 };
 
 //! Enqueues the tensor amax pass as `tensor_amax` describes (rows, cols > 0); returns the launch
-//! status.
+//! status. Threads and words in flight by size, the fastest measured on the H200
+//! (docs/benchmarks.md, "Small calls, sixth session", 2026-11-30 10:23 UTC, cold isolated
+//! calls): 256 threads x 2 words when the grid covers the tensor in one round (16 / 64 x 4096
+//! bf16: 4.61 / 4.77 us against 4.74 / 4.90 us with 4 words), 1024 threads x 8 words from 4 Mi
+//! words (8192 x 8192 bf16: 33.2 us against 33.5 us), else 256 x 4.
 template <class T>
 inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax,
-                                       cudaStream_t stream, bool accumulate,
-                                       const amax_tuning& knobs = amax_knobs()) {
+                                       cudaStream_t stream, bool accumulate) {
   const amax_extent<T> ext(s);
   const unsigned experts = static_cast<unsigned>(s.experts);
   const unsigned gx = tensor_amax_grid<T>(s);
@@ -414,83 +340,28 @@ inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float*
         static_cast<int>(accumulate ? amax_store::direct_max : amax_store::direct));
     return cudaGetLastError();
   }
-  const unsigned cx = static_cast<unsigned>(std::clamp(knobs.cluster_ctas, 0, amax_cluster_max));
-  if (cx >= 2 && ext.total <= knobs.cluster_words &&
-      ext.total <= cx * static_cast<std::uint32_t>(amax_cluster_threads) * amax_unroll) {
-    // all `cx` CTAs (more SMs, fewer bytes each), threads for <= amax_unroll words each
-    const std::uint32_t per_cta = (ext.total + cx - 1) / cx;
-    const std::uint32_t threads = (per_cta + 32 * amax_unroll - 1) / (32 * amax_unroll) * 32;
-    constexpr auto kernel = tensor_amax_cluster_kernel<T>;
-    if (cx > 8) {
-      static const cudaError_t allowed =
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-      if (allowed != cudaSuccess) return allowed;
-    }
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(cx, experts);
-    cfg.blockDim = dim3(threads);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cx;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, tensor_amax_cluster_kernel<T>, x, fast_divmod(ext.vecs),
-                              ext.total, s.rstride(), s.estride(), amax, accumulate ? 1 : 0);
+  if (!accumulate) { // with `accumulate`: atomics into the caller's values, nothing to zero
+    if (const cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float) * experts, stream);
+        e != cudaSuccess)
+      return e;
   }
-  if (!accumulate) {
-    if (!knobs.pdl_zero) {
-      if (const cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float) * experts, stream);
-          e != cudaSuccess)
-        return e;
-    } else {
-      amax_zero_kernel<><<<(experts + 255) / 256, 256, 0, stream>>>(amax,
-                                                                     static_cast<int>(experts));
-      if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-    }
-  } // with `accumulate`: atomics into the caller's values, nothing to zero
-  const bool pdl = !accumulate && knobs.pdl_zero;
   const auto launch = [&](auto kernel, int threads, int unroll) {
     constexpr auto k = decltype(kernel)::value;
     const unsigned g = grid_for<k>(threads, (ext.total + unroll - 1) / unroll, 8, s.experts);
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(g, experts);
-    cfg.blockDim = dim3(static_cast<unsigned>(threads));
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, k, x, fast_divmod(ext.vecs), ext.total, s.rstride(),
-                              s.estride(), amax,
-                              static_cast<int>(pdl ? amax_store::atomic_pdl : amax_store::atomic));
+    k<<<dim3(g, experts), static_cast<unsigned>(threads), 0, stream>>>(
+        x, fast_divmod(ext.vecs), ext.total, s.rstride(), s.estride(), amax,
+        static_cast<int>(amax_store::atomic));
+    return cudaGetLastError();
   };
-  // by size (see `amax_tuning`): 2 words when the 256-thread grid covers the tensor in one
-  // round (more CTAs, fewer bytes each), 1024 threads x 8 words for large tensors, else 4
   const std::uint64_t one_round = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) *
                                   static_cast<std::uint64_t>(occupancy<tensor_amax_kernel<T>>(
                                       amax_threads)) *
                                   amax_threads * 2u / experts;
-  const bool large = ext.total >= (std::uint32_t{1} << 22);
-  const bool big = knobs.atomic_threads >= 1024 || (knobs.atomic_threads == 0 && large);
-  const int unroll = knobs.atomic_unroll != 0 ? knobs.atomic_unroll
-                     : large                  ? 8
-                     : ext.total <= one_round ? 2
-                                              : 4;
-  switch (unroll) {
-  case 2:
-    return big ? launch(kernel_constant<tensor_amax_kernel<T, 1024, 2>>{}, 1024, 2)
-               : launch(kernel_constant<tensor_amax_kernel<T, 256, 2>>{}, 256, 2);
-  case 8:
-    return big ? launch(kernel_constant<tensor_amax_kernel<T, 1024, 8>>{}, 1024, 8)
-               : launch(kernel_constant<tensor_amax_kernel<T, 256, 8>>{}, 256, 8);
-  default:
-    return big ? launch(kernel_constant<tensor_amax_kernel<T, 1024, 4>>{}, 1024, 4)
-               : launch(kernel_constant<tensor_amax_kernel<T>>{}, 256, 4);
-  }
+  if (ext.total >= (std::uint32_t{1} << 22))
+    return launch(kernel_constant<tensor_amax_kernel<T, 1024, 8>>{}, 1024, 8);
+  if (ext.total <= one_round)
+    return launch(kernel_constant<tensor_amax_kernel<T, 256, 2>>{}, 256, 2);
+  return launch(kernel_constant<tensor_amax_kernel<T>>{}, 256, 4);
 }
 
 } // namespace detail

@@ -590,74 +590,14 @@ inline int padded_rows_of(const Layout& l, int rows) {
 template <class T, int B>
 inline constexpr int blocks_per_iteration = B * sizeof(T) <= 32 ? 2 : 1;
 
-//! Work items of `pad_chunk` for a swizzled sink: the 16-byte chunks (4 rows r, r + 32, r + 64,
-//! r + 96 of a 128-row tile x 4 scale columns) of the last row tile that hold a padding row,
-//! then the padding columns of real rows (as `pad`).
-template <class Sink>
-QUADS_API std::uint32_t pad_chunk_count(const Sink& sink) {
-  if constexpr (Sink::pads) {
-    const int tail = sink.rows - (sink.layout.row_tiles() - 1) * 128; // real rows, last tile
-    const std::uint32_t chunk_rows = tail >= 128 ? 0u : static_cast<std::uint32_t>(
-                                                            tail >= 96 ? 128 - tail : 32);
-    return chunk_rows * static_cast<std::uint32_t>(sink.layout.col_tiles()) +
-           static_cast<std::uint32_t>(sink.rows) *
-               static_cast<std::uint32_t>(sink.layout.col_tiles() * 4 - sink.nkb);
-  } else {
-    (void)sink;
-    return 0;
-  }
-}
-
-//! Writes item `i` of `pad_chunk_count`: the padding rows of a chunk as one store (16 bytes when
-//! all four rows are padding, else the 12 / 8 / 4 bytes of its last rows), so that consecutive
-//! threads write consecutive 16-byte chunks (512 bytes per warp store) where `Sink::pad` writes
-//! 4 bytes 512 bytes apart; then the padding columns of real rows byte by byte.
-template <class Sink>
-QUADS_DEVICE_API void pad_chunk(const Sink& sink, int e, std::uint32_t i) {
-  if constexpr (Sink::pads) {
-    std::uint8_t* base = sink.scales + static_cast<std::size_t>(e) * sink.layout_size;
-    const int rt = sink.layout.row_tiles() - 1;
-    const int tail = sink.rows - rt * 128;
-    const std::uint32_t ct = static_cast<std::uint32_t>(sink.layout.col_tiles());
-    const std::uint32_t chunk_rows = tail >= 128 ? 0u : (tail >= 96 ? 128u - tail : 32u);
-    const std::uint32_t chunks = chunk_rows * ct;
-    if (i < chunks) {
-      // chunk q of column tile c; rows q + 32 k of the tile, real for k < k0
-      const std::uint32_t q = (tail >= 96 ? static_cast<std::uint32_t>(tail) - 96u : 0u) + i / ct;
-      const std::uint32_t c = i % ct;
-      const int k0 = std::min(4, std::max(0, (tail - static_cast<int>(q) + 31) / 32));
-      std::uint8_t* chunk = base + (static_cast<std::size_t>(rt) * ct + c) * 512u + q * 16u;
-      if (k0 == 0) {
-        *reinterpret_cast<uint4*>(chunk) = make_uint4(0u, 0u, 0u, 0u);
-      } else if (k0 == 1) {
-        *reinterpret_cast<std::uint32_t*>(chunk + 4) = 0u;
-        *reinterpret_cast<uint2*>(chunk + 8) = make_uint2(0u, 0u);
-      } else if (k0 == 2) {
-        *reinterpret_cast<uint2*>(chunk + 8) = make_uint2(0u, 0u);
-      } else if (k0 == 3) {
-        *reinterpret_cast<std::uint32_t*>(chunk + 12) = 0u;
-      }
-    } else {
-      const std::uint32_t j = i - chunks;
-      const std::uint32_t w = ct * 4u - static_cast<std::uint32_t>(sink.nkb);
-      base[sink.layout.offset(static_cast<int>(j / w), sink.nkb + static_cast<int>(j % w))] = 0;
-    }
-  } else {
-    (void)sink, (void)e, (void)i;
-  }
-}
-
 //! The swizzled padding of expert `e` (nothing for other sinks), written by the grid's threads
-//! from this thread's grid-stride position (`first`, `stride`): as `pad_chunk`'s 16-byte chunks
-//! (`PadChunks`) or as `Sink::pad`'s words.
-template <bool PadChunks, class Sink>
+//! from this thread's grid-stride position (`first`, `stride`) as `Sink::pad`'s words. (16-byte
+//! stores of whole 4-row chunks measured no faster for small calls and were removed in the
+//! seventh session; docs/benchmarks.md "Small calls, sixth session".)
+template <class Sink>
 QUADS_DEVICE_API void write_padding(const Sink& sink, int e, std::uint32_t first,
                                     std::uint32_t stride) {
-  if constexpr (Sink::pads && PadChunks) {
-    const std::uint32_t n = pad_chunk_count(sink);
-    for (std::uint32_t i = first; i < n; i += stride)
-      pad_chunk(sink, e, i);
-  } else if constexpr (Sink::pads) {
+  if constexpr (Sink::pads) {
     const std::uint32_t n = sink.pad_count();
     for (std::uint32_t i = first; i < n; i += stride)
       sink.pad(e, i);
@@ -667,9 +607,8 @@ QUADS_DEVICE_API void write_padding(const Sink& sink, int e, std::uint32_t first
 }
 
 //! The block kernel's body: grid-stride over the blocks of expert `blockIdx.y`, `U` blocks per
-//! thread and iteration (`enqueue_block` takes 1 when a block per thread fits in one wave);
-//! `PadChunks`: swizzled padding by `pad_chunk` instead of `Sink::pad`.
-template <class Quantizer, class T, class Sink, bool Fast, int U, bool PadChunks = false>
+//! thread and iteration (`enqueue_block` takes 1 when a block per thread fits in one wave).
+template <class Quantizer, class T, class Sink, bool Fast, int U>
 QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                                         std::int64_t row_stride, std::int64_t expert_stride,
                                         scale_source<Quantizer> src, Sink sink,
@@ -698,7 +637,7 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
   }
   // the swizzled padding first: independent of the data, it runs while the tensor scale and
   // the first lines are in flight instead of after the last store (small calls' latency)
-  write_padding<PadChunks>(sink, e, first, stride);
+  write_padding(sink, e, first, stride);
   if constexpr (turbo) tc = make_turbo_ctx<Quantizer>(ts, turbo_tab);
   for (std::uint32_t u = first; u < total; u += U * stride) {
     raw_block<T, B> raw[U];
@@ -753,13 +692,13 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
 
 //! The block kernel (see `block_kernel_body`).
 template <class Quantizer, class T, class Sink, bool Fast = fast_path_applies<Quantizer>,
-          int U = blocks_per_iteration<T, Quantizer::block_size>, bool PadChunks = false>
+          int U = blocks_per_iteration<T, Quantizer::block_size>>
 __global__ void __launch_bounds__(block_threads)
     block_kernel(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                  std::int64_t row_stride, std::int64_t expert_stride, scale_source<Quantizer> src,
                  Sink sink, std::uint64_t seed) {
-  block_kernel_body<Quantizer, T, Sink, Fast, U, PadChunks>(x, nkb, total, rows, row_stride,
-                                                            expert_stride, src, sink, seed);
+  block_kernel_body<Quantizer, T, Sink, Fast, U>(x, nkb, total, rows, row_stride, expert_stride,
+                                                 src, sink, seed);
 }
 
 //! The block kernel for the turbo path with a resident-CTA request (`enqueue_block` asks for 2 by
@@ -767,23 +706,23 @@ __global__ void __launch_bounds__(block_threads)
 //! kernel because a bound made ptxas spend more registers on the other instantiations (fp32
 //! input 40 -> 67, MXFP4 63 -> 112).
 template <class Quantizer, class T, class Sink, int MinBlocks = 3,
-          int U = blocks_per_iteration<T, Quantizer::block_size>, bool PadChunks = false>
+          int U = blocks_per_iteration<T, Quantizer::block_size>>
 __global__ void __launch_bounds__(block_threads, MinBlocks)
     block_kernel_turbo(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                        std::int64_t row_stride, std::int64_t expert_stride,
                        scale_source<Quantizer> src, Sink sink, std::uint64_t seed) {
-  block_kernel_body<Quantizer, T, Sink, true, U, PadChunks>(x, nkb, total, rows, row_stride,
-                                                            expert_stride, src, sink, seed);
+  block_kernel_body<Quantizer, T, Sink, true, U>(x, nkb, total, rows, row_stride, expert_stride,
+                                                 src, sink, seed);
 }
 
 //! The block kernel to launch (only the chosen one is instantiated), `U` blocks per iteration.
 template <class Quantizer, class T, class Sink, int TurboMinBlocks = 3,
-          int U = blocks_per_iteration<T, Quantizer::block_size>, bool PadChunks = false>
+          int U = blocks_per_iteration<T, Quantizer::block_size>>
 constexpr auto block_kernel_for() {
   if constexpr (turbo_applies<Quantizer, T> && fast_path_applies<Quantizer>)
-    return block_kernel_turbo<Quantizer, T, Sink, TurboMinBlocks, U, PadChunks>;
+    return block_kernel_turbo<Quantizer, T, Sink, TurboMinBlocks, U>;
   else
-    return block_kernel<Quantizer, T, Sink, fast_path_applies<Quantizer>, U, PadChunks>;
+    return block_kernel<Quantizer, T, Sink, fast_path_applies<Quantizer>, U>;
 }
 
 //! Whether the half-block kernel applies: 32-element blocks of 16-bit input (MXFP4 from bf16 /
@@ -798,7 +737,7 @@ inline constexpr bool half_blocks_apply = Quantizer::block_size == 32 && sizeof(
 //! order-independent), both threads take the block's `Quantizer::scale_for`, each stores its 8
 //! bytes of codes, the even one the scale byte. The encoder choice (NaN-safe or not) is per
 //! half; both encoders give the same codes for every value that is not NaN.
-template <class Quantizer, class T, class Sink, bool PadChunks = false>
+template <class Quantizer, class T, class Sink>
 __global__ void __launch_bounds__(block_threads)
     half_block_kernel(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                       std::int64_t row_stride, std::int64_t expert_stride,
@@ -812,7 +751,7 @@ __global__ void __launch_bounds__(block_threads)
   const std::uint32_t stride = gridDim.x * blockDim.x; // even: pairs stay together
   const std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
   const std::uint32_t half = threadIdx.x & 1u;
-  write_padding<PadChunks>(sink, e, first, stride);
+  write_padding(sink, e, first, stride);
   // warp-uniform trip count (the shuffle needs the whole warp)
   for (std::uint32_t t = first; __any_sync(0xffffffffu, (t >> 1) < total); t += stride) {
     const std::uint32_t b = t >> 1;
@@ -1046,7 +985,7 @@ __global__ void __launch_bounds__(block_threads, MinBlocks)
     quantize_blocks<Quantizer, 2, Fast>(v, ts, seed, index, q);
     sink.put2(e, static_cast<int>(row), static_cast<int>(kb), q, ts);
   }
-  write_padding<false>(sink, e, first, stride);
+  write_padding(sink, e, first, stride);
 }
 
 //! Values of the plain input `[experts, rows, cols]`.
@@ -1092,7 +1031,7 @@ template <class Quantizer, class Producer, class Sink, row_mode Mode, int C = ro
 __global__ void __launch_bounds__(256)
     row_kernel(Producer p, int experts, int rows, int padded_rows, int nkb,
                scale_source<Quantizer> src, tensor_scale* row_scales, float* amax_out, Sink sink,
-               std::uint64_t seed, int chunk_pad) {
+               std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
   __shared__ float red[8];
@@ -1100,15 +1039,6 @@ __global__ void __launch_bounds__(256)
   int parity = 0;
   const int t = static_cast<int>(threadIdx.x);
   const int n = static_cast<int>(blockDim.x);
-  if constexpr (Sink::pads && Mode != row_mode::amax_only) {
-    if (chunk_pad) { // swizzled padding as 16-byte chunks by the whole grid (no padding rows)
-      const std::uint32_t per = pad_chunk_count(sink);
-      const std::uint32_t items = per * static_cast<std::uint32_t>(experts);
-      for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < items;
-           i += gridDim.x * blockDim.x)
-        pad_chunk(sink, static_cast<int>(i / per), i % per);
-    }
-  }
   if constexpr (Mode == row_mode::fixed) {
     if (src.out != nullptr && blockIdx.x == 0)
       for (int e = t; e < experts; e += n)
@@ -1198,7 +1128,7 @@ __global__ void __launch_bounds__(256)
         quantize_blocks<Quantizer, 1>(w, ts, seed, index, q);
         sink.put(e, r, kb, q[0], ts);
       }
-      if (!chunk_pad) sink.pad_row_tail(e, r, t, n);
+      sink.pad_row_tail(e, r, t, n);
     }
   }
 }
@@ -1244,65 +1174,37 @@ inline const char* block_multiple_msg() {
              : "quads: cols (K) must be a multiple of the block size 32; pad explicitly";
 }
 
-//! Benchmark knobs of the small-call paths (host state, read at each call; the defaults are the
-//! configuration measured fastest, docs/benchmarks.md "Small calls, sixth session").
-//! H200, 2026-11-30 10:23 UTC, cold isolated calls at 1 / 16 / 64 x 4096 bf16, defaults against
-//! the knob off: NVFP4 swizzled given 4.74 / 4.93 / 4.77 us against 5.06 / 5.12 / 5.06 us (both
-//! one-block knobs off); per-row 4.74 / 4.96 / 4.90 against 5.22 / 5.41 / 5.38; MXFP4 swizzled
-//! 4.58 / 4.67 / 4.74 against 4.90 / 5.54 / 5.38 (half-block kernel off). The chunked padding
-//! measured no better for the block kernel (4.77 / 4.74 / 4.74 NVFP4, 4.58 / 4.90 / 4.74
-//! MXFP4) and worse for the row kernel (4.93 / 5.22 / 5.06), so it is off.
-struct small_call_tuning {
-  bool one_block_kernel = true;  //!< block kernel: the one-block instantiation for one-wave calls
-  bool row_one_block = true;     //!< row kernel: one cached block per thread for short rows
-  bool half_block_kernel = true; //!< MXFP4 (bf16 / fp16) small calls: two threads per block
-  bool pad_chunks = false;       //!< small calls: swizzled padding by 16-byte chunks
-  bool row_pad_chunks = false;   //!< row kernel: the same, instead of one CTA per padding row
-};
-
-inline small_call_tuning& small_knobs() noexcept {
-  static small_call_tuning t;
-  return t;
-}
-
-//! Enqueues `row_kernel` with `C` cached blocks per thread; `chunk_pad`: the swizzled padding by
-//! 16-byte chunks (`pad_chunk`) over the whole grid instead of one CTA per padding row.
+//! Enqueues `row_kernel` with `C` cached blocks per thread.
 template <class Quantizer, row_mode Mode, int C, class Producer, class Sink>
 inline void enqueue_row_cached(const Producer& p, const tensor_shape& s, int padded_rows,
                                const scale_source<Quantizer>& src, tensor_scale* row_scales,
                                float* amax_out, const Sink& sink, std::uint64_t seed,
-                               cudaStream_t stream, bool chunk_pad) {
+                               cudaStream_t stream) {
   const int nkb = s.cols / Quantizer::block_size;
   const int threads = cta_threads_for(nkb);
   constexpr auto kernel = row_kernel<Quantizer, Producer, Sink, Mode, C>;
-  const int grid_rows = chunk_pad ? s.rows : padded_rows;
-  std::uint64_t ctas = static_cast<std::uint64_t>(s.experts) * grid_rows;
-  if (chunk_pad) // enough threads for one padding chunk each (CTAs past the rows only pad)
-    ctas = std::max<std::uint64_t>(
-        ctas, (static_cast<std::uint64_t>(s.experts) * pad_chunk_count(sink) + threads - 1) /
-                  static_cast<std::uint64_t>(threads));
+  const std::uint64_t ctas = static_cast<std::uint64_t>(s.experts) * padded_rows;
   const unsigned grid = grid_for<kernel>(threads, ctas * threads, 32);
-  kernel<<<grid, threads, 0, stream>>>(p, s.experts, s.rows, grid_rows, nkb, src, row_scales,
-                                       amax_out, sink, seed, chunk_pad ? 1 : 0);
+  kernel<<<grid, threads, 0, stream>>>(p, s.experts, s.rows, padded_rows, nkb, src, row_scales,
+                                       amax_out, sink, seed);
 }
 
 //! Enqueues a row kernel for `Producer`: one cached block per thread when the row has at most
-//! one block per thread, else `row_cache_blocks`.
+//! one block per thread (cold isolated 1 / 16 / 64 x 4096 bf16 per-row quantize on the H200,
+//! 2026-11-30 10:23 UTC: 4.74 / 4.96 / 4.90 us against 5.22 / 5.41 / 5.38 us with two), else
+//! `row_cache_blocks`.
 template <class Quantizer, row_mode Mode, class Producer, class Sink>
 inline void enqueue_row(const Producer& p, const tensor_shape& s, int padded_rows,
                         const scale_source<Quantizer>& src, tensor_scale* row_scales,
                         float* amax_out, const Sink& sink, std::uint64_t seed,
                         cudaStream_t stream) {
   const int nkb = s.cols / Quantizer::block_size;
-  bool chunk_pad = false; // 16-byte chunk stores need 16-byte aligned scales (the API asks for 4)
-  if constexpr (Sink::pads && Mode != row_mode::amax_only)
-    chunk_pad = small_knobs().row_pad_chunks && aligned(sink.scales, 16);
-  if (nkb <= cta_threads_for(nkb) && small_knobs().row_one_block)
+  if (nkb <= cta_threads_for(nkb))
     enqueue_row_cached<Quantizer, Mode, 1>(p, s, padded_rows, src, row_scales, amax_out, sink,
-                                           seed, stream, chunk_pad);
+                                           seed, stream);
   else
     enqueue_row_cached<Quantizer, Mode, row_cache_blocks>(p, s, padded_rows, src, row_scales,
-                                                          amax_out, sink, seed, stream, chunk_pad);
+                                                          amax_out, sink, seed, stream);
 }
 
 //! Enqueues the block kernel (or the pair kernel). `PairMinBlocks` / `TurboMinBlocks`: resident
@@ -1346,48 +1248,33 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   const std::uint64_t one_wave = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) *
                                  static_cast<std::uint64_t>(occupancy<kernel>(block_threads)) *
                                  block_threads / static_cast<std::uint64_t>(s.experts);
-  const small_call_tuning& knobs = small_knobs();
-  const auto launch_small = [&](auto kernel, std::uint64_t items, std::uint64_t pads,
-                                auto... extra) {
+  const auto launch_small = [&](auto kernel, std::uint64_t items, auto... extra) {
     const unsigned gx = grid_for<decltype(kernel)::value>(
-        block_threads, std::max<std::uint64_t>(items, pads), 8, s.experts);
+        block_threads, std::max<std::uint64_t>(items, sink.pad_count()), 8, s.experts);
     decltype(kernel)::value<<<dim3(gx, static_cast<unsigned>(s.experts)), block_threads, 0,
                               stream>>>(x, fast_divmod(nkb), total, s.rows, s.rstride(),
                                         s.estride(), src, sink, extra...);
   };
-  // 16-byte chunk stores need 16-byte aligned scales (the API asks for 4)
-  bool chunks = false;
-  if constexpr (Sink::pads) chunks = knobs.pad_chunks && aligned(sink.scales, 16);
+  // Cold isolated 1 / 16 / 64 x 4096 bf16 calls on the H200 (2026-11-30 10:23 UTC): NVFP4
+  // swizzled given 4.74 / 4.93 / 4.77 us with the one-block kernel against 5.06 / 5.12 / 5.06
+  // without; MXFP4 swizzled 4.58 / 4.67 / 4.74 with the half-block kernel against 4.90 / 5.54 /
+  // 5.38 without (docs/benchmarks.md, "Small calls, sixth session").
   if constexpr (half_blocks_apply<Quantizer, T, Sink>) {
     // small calls only (as measured): at most 128 blocks per SM
     const bool small_call =
         static_cast<std::uint64_t>(total) * static_cast<std::uint64_t>(s.experts) <=
         static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) * 128u;
-    if (small_call && 2ull * total <= one_wave && knobs.half_block_kernel) {
-      if constexpr (Sink::pads) {
-        if (chunks) {
-          launch_small(kernel_constant<half_block_kernel<Quantizer, T, Sink, true>>{},
-                       2ull * total, pad_chunk_count(sink));
-          return;
-        }
-      }
-      launch_small(kernel_constant<half_block_kernel<Quantizer, T, Sink>>{}, 2ull * total,
-                   sink.pad_count());
+    if (small_call && 2ull * total <= one_wave) {
+      launch_small(kernel_constant<half_block_kernel<Quantizer, T, Sink>>{}, 2ull * total);
       return;
     }
   }
-  if (total <= one_wave && (U > 1 || chunks) && knobs.one_block_kernel) {
-    if constexpr (Sink::pads) {
-      if (chunks) {
-        launch_small(
-            kernel_constant<block_kernel_for<Quantizer, T, Sink, TurboMinBlocks, 1, true>()>{},
-            total, pad_chunk_count(sink), seed);
-        return;
-      }
+  if constexpr (U > 1) {
+    if (total <= one_wave) {
+      launch_small(kernel_constant<block_kernel_for<Quantizer, T, Sink, TurboMinBlocks, 1>()>{},
+                   total, seed);
+      return;
     }
-    launch_small(kernel_constant<block_kernel_for<Quantizer, T, Sink, TurboMinBlocks, 1>()>{},
-                 total, sink.pad_count(), seed);
-    return;
   }
   const std::uint64_t items = total <= one_wave ? total : (total + U - 1) / U;
   const std::uint64_t work = std::max<std::uint64_t>(items, sink.pad_count());
