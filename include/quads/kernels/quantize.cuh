@@ -800,6 +800,27 @@ __global__ void __launch_bounds__(block_threads)
 template <class T, int B>
 inline constexpr bool pair_blocks = B * sizeof(T) == 32;
 
+//! Loads the block pair at `xp` (64 contiguous bytes) and quantizes it on the turbo path, or
+//! with the core functors where the turbo encoder refuses a block (NaN); `b0`: the first block's
+//! index (as `quantize_blocks` takes it).
+template <class Quantizer, class T>
+QUADS_DEVICE_API void turbo_pair(const T* xp, const turbo_ctx& tc, tensor_scale ts,
+                                 std::uint64_t seed, std::uint64_t b0,
+                                 block_words<Quantizer::block_size> (&q)[2]) {
+  constexpr int B = Quantizer::block_size;
+  raw_block<T, B> raw[2];
+  load_raw<T, B>(xp, raw[0]);
+  load_raw<T, B>(xp + B, raw[1]);
+  float unused[2][B];
+  if (!turbo_blocks<Quantizer, T, 2, true, false>(raw, tc, q, unused)) {
+    float v[2][B];
+    widen(raw[0], v[0]);
+    widen(raw[1], v[1]);
+    const std::uint64_t index[2] = {b0, b0 + 1};
+    quantize_blocks<Quantizer, 2, true>(v, ts, seed, index, q);
+  }
+}
+
 //! Whether the pair kernel walks row octets (`pair_octet_walk`): swizzled scales, rows of a
 //! multiple of 8 blocks (no padding columns), 4-byte aligned scales.
 template <class Sink>
@@ -857,21 +878,10 @@ QUADS_DEVICE_API void pair_octet_walk(const T* xe, fast_divmod npk_div, std::int
     octet_position(oct, span, lane, row, kp);
     std::uint32_t sc = 0; // this lane's two scale bytes (zero for a padding row)
     if (row < rows) {
-      const T* xp = xe + row * row_stride + static_cast<std::int64_t>(kp) * (2 * B);
-      raw_block<T, B> raw[2];
-      load_raw<T, B>(xp, raw[0]);
-      load_raw<T, B>(xp + B, raw[1]);
       block_words<B> q[2];
-      float unused[2][B];
-      if (!turbo_blocks<Quantizer, T, 2, true, false>(raw, tc, q, unused)) {
-        float v[2][B];
-        widen(raw[0], v[0]);
-        widen(raw[1], v[1]);
-        const std::uint64_t b0 =
-            (static_cast<std::uint64_t>(e) * rows + row) * (2u * npk) + 2u * kp;
-        const std::uint64_t index[2] = {b0, b0 + 1};
-        quantize_blocks<Quantizer, 2, true>(v, ts, seed, index, q);
-      }
+      turbo_pair<Quantizer>(xe + row * row_stride + static_cast<std::int64_t>(kp) * (2 * B), tc, ts,
+                            seed,
+                            (static_cast<std::uint64_t>(e) * rows + row) * (2u * npk) + 2u * kp, q);
       *reinterpret_cast<uint4*>(codes_e + (static_cast<std::size_t>(row) * npk + kp) * 16u) =
           make_uint4(q[0].w[0], q[0].w[1], q[1].w[0], q[1].w[1]);
       sc = q[0].scale | (q[1].scale << 8);
@@ -942,19 +952,9 @@ __global__ void __launch_bounds__(block_threads, MinBlocks)
           sink.data + static_cast<std::size_t>(e) * static_cast<std::size_t>(pairs) * 16u;
       std::uint8_t* scales_e = sink.scales + static_cast<std::size_t>(e) * sink.layout_size;
       for (std::uint32_t p = first; p < pairs; p += stride) {
-        raw_block<T, B> raw[2];
-        load_raw<T, B>(xp, raw[0]);
-        load_raw<T, B>(xp + B, raw[1]);
         block_words<B> q[2];
-        float unused[2][B];
-        if (!turbo_blocks<Quantizer, T, 2, true, false>(raw, tc, q, unused)) {
-          float v[2][B];
-          widen(raw[0], v[0]);
-          widen(raw[1], v[1]);
-          const std::uint64_t b0 = (static_cast<std::uint64_t>(e) * rows + row) * nkb + 2 * kp;
-          const std::uint64_t index[2] = {b0, b0 + 1};
-          quantize_blocks<Quantizer, 2, Fast>(v, ts, seed, index, q);
-        }
+        turbo_pair<Quantizer>(xp, tc, ts, seed,
+                              (static_cast<std::uint64_t>(e) * rows + row) * nkb + 2 * kp, q);
         sink.put2_flat(codes_e, scales_e, p, row, 2 * kp, q);
         kp += dk;
         row += dr;
