@@ -53,6 +53,21 @@ __global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ d
   for (; i < n; i += stride) store16<Streaming>(dst + i, load16<Streaming>(src + i));
 }
 
+// The traffic of a quantize without its arithmetic: every 64 input bytes (four 16-byte words, one
+// per grid stride, all in flight) leave as one 16-byte word (their xor), so 4 bytes are read per
+// byte written, as bf16 -> E2M1 reads 4 bytes per code byte (scales aside).
+__global__ void read4_write1_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                    std::size_t n_out) {
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n_out;
+       i += stride) {
+    const uint4 a = __ldcs(src + 4 * i), b = __ldcs(src + 4 * i + 1), c = __ldcs(src + 4 * i + 2),
+                d = __ldcs(src + 4 * i + 3);
+    __stcs(dst + i, make_uint4(a.x ^ b.x ^ c.x ^ d.x, a.y ^ b.y ^ c.y ^ d.y, a.z ^ b.z ^ c.z ^ d.z,
+                               a.w ^ b.w ^ c.w ^ d.w));
+  }
+}
+
 // Read-only reduction (the bound for amax): four independent 16-byte loads per step.
 __global__ void read_kernel(const uint4* __restrict__ src, std::size_t n, unsigned* out) {
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
@@ -84,6 +99,11 @@ cudaError_t launch_copy(const void* src, void* dst, std::size_t bytes, cudaStrea
   else
     copy_kernel<false><<<grid_for_stream(), 512, 0, s>>>(static_cast<const uint4*>(src),
                                                           static_cast<uint4*>(dst), bytes / 16);
+  return cudaGetLastError();
+}
+cudaError_t launch_read4_write1(const void* src, void* dst, std::size_t in_bytes, cudaStream_t s) {
+  read4_write1_kernel<<<grid_for_stream(), 512, 0, s>>>(static_cast<const uint4*>(src),
+                                                         static_cast<uint4*>(dst), in_bytes / 64);
   return cudaGetLastError();
 }
 cudaError_t launch_read(const void* src, std::size_t bytes, unsigned* out, cudaStream_t s) {
@@ -193,6 +213,32 @@ void register_bandwidth() {
       });
       configure(b, policy);
     }
+  }
+}
+
+// The quantize's traffic without its arithmetic (`read4_write1_kernel`) at the inputs of 8192 x 8192
+// and 16384 x 16384 bf16: the physical reference for the quantize rows (bytes: in + in / 4).
+void register_quantize_traffic() {
+  for (std::size_t mib : {128, 512}) {
+    const std::size_t in = mib << 20;
+    const double moved = 1.25 * static_cast<double>(in);
+    const auto [policy, unused] = policy_for(static_cast<std::size_t>(moved));
+    const std::string name = "baseline/read4_write1/" + std::to_string(mib) + "MiB";
+    auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+      const int slots = ring_slots(static_cast<std::size_t>(moved));
+      std::vector<device_buffer> src, dst;
+      for (int i = 0; i < slots; ++i) {
+        src.emplace_back(in);
+        QUADS_BENCH_TRY(state, src.back().error());
+        QUADS_BENCH_TRY(state, fill_random(src.back().get<float>(), in / 4, 11 + i, stream()));
+        dst.emplace_back(in / 4);
+        QUADS_BENCH_TRY(state, dst.back().error());
+      }
+      measure(state, policy, slots, moved, [&](int slot, cudaStream_t s) {
+        return launch_read4_write1(src[slot].get(), dst[slot].get(), in, s);
+      });
+    });
+    configure(b, policy);
   }
 }
 
@@ -398,6 +444,7 @@ void register_cublaslt_fp8() {
 void register_baselines() {
   register_floor();
   register_bandwidth();
+  register_quantize_traffic();
 #if QUADS_BENCH_HAVE_CUBLAS
   register_cublas_bf16();
   register_cublaslt_fp8();
