@@ -476,8 +476,9 @@ inline constexpr bool rac_column_applies =
 //! Q(x - QDQ(x)) into `qr` (the fp32 turbo block; a residual block holding NaN takes the kernels'
 //! fast block path with stochastic block index `r_index`). Bytes equal `residual_quantizer`'s.
 //! Returns false, with nothing written, for a NaN x block or an unusable table (`tc.ok` false):
-//! the caller then uses the core functors. Requires `kd::turbo_applies<Quantizer, T>`.
-template <class Quantizer, class T>
+//! the caller then uses the core functors. Requires `kd::turbo_applies<Quantizer, T>`. `P`: the
+//! code packing's multipliers (`kd::pack_mul`; literals for latency-bound callers).
+template <class Quantizer, class T, kd::pack_mul P = kd::pack_mul::constant>
 QUADS_DEVICE_API bool rac_turbo_block(const kd::raw_block<T, 16>& raw, bool selected,
                                       const kd::turbo_ctx& tc, tensor_scale ts_r,
                                       std::uint64_t seed, std::uint64_t r_index,
@@ -487,8 +488,8 @@ QUADS_DEVICE_API bool rac_turbo_block(const kd::raw_block<T, 16>& raw, bool sele
   kd::block_words<B> q1[1];
   float dq[1][B];
   if (!tc.ok) return false;
-  if (!(selected ? kd::turbo_blocks<Quantizer, T, 1, true, true>(one, tc, q1, dq)
-                 : kd::turbo_blocks<Quantizer, T, 1, true, false>(one, tc, q1, dq)))
+  if (!(selected ? kd::turbo_blocks<Quantizer, T, 1, true, true, P>(one, tc, q1, dq)
+                 : kd::turbo_blocks<Quantizer, T, 1, true, false, P>(one, tc, q1, dq)))
     return false;
   qx = q1[0];
   if (selected) {
@@ -498,7 +499,7 @@ QUADS_DEVICE_API bool rac_turbo_block(const kd::raw_block<T, 16>& raw, bool sele
     for (int i = 0; i < B; ++i) // x - decode(code): decode has x's sign (see turbo_blocks)
       res[i] = quads::detail::add_rn(
           v[i], -__uint_as_float(__float_as_uint(dq[0][i]) | (__float_as_uint(v[i]) & 0x80000000u)));
-    if (!kd::turbo_block_f32<Quantizer>(res, tc, qr)) {
+    if (!kd::turbo_block_f32<Quantizer, P>(res, tc, qr)) {
       float rv[1][B];
 #pragma unroll
       for (int i = 0; i < B; ++i)

@@ -442,20 +442,37 @@ QUADS_DEVICE_API void sat_encode(float x, float m8, std::uint32_t& bf, float& su
 QUADS_DEVICE_API float sat_value(std::uint32_t bf, float sum) {
   return __fmaf_rn(__uint_as_float(bf), -4194304.0f, sum);
 }
+//! Where `sat_pack` takes its multipliers from. `constant`: `turbo_pack_mul` (multiply-adds on
+//! the FMA pipe; for calls bound by throughput). `immediate`: literals, which ptxas turns into
+//! shifts on the integer pipe but which need no memory access: in a cold call the first read of
+//! constant bank 3 cost ~0.4 us on the H200 (an early read of it made a 1 x 4096 QDQ 4.26 ->
+//! 4.67 us, 2026-11-30 13:27 UTC), for small calls and single-thread epilogues.
+enum class pack_mul { constant, immediate };
+
 //! Magnitude codes of 8 values (nibble i from `bf[i]`, `sum[i]`), sign bits zero.
+template <pack_mul P = pack_mul::constant>
 QUADS_DEVICE_API std::uint32_t sat_pack(const std::uint32_t (&bf)[8], const float (&sum)[8]) {
+  constexpr std::uint32_t literal[16] = {
+      1u,       16u,      256u,     4096u,    65536u,   1u << 20, 1u << 24, 1u << 28,
+      1u << 10, 1u << 14, 1u << 18, 1u << 22, 1u << 26, 1u << 30, 4u,       64u};
+  const auto mul = [&](int i) {
+    if constexpr (P == pack_mul::constant)
+      return turbo_pack_mul[i];
+    else
+      return literal[i];
+  };
   std::uint32_t lo = 0, acc = 0;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const std::uint32_t u = __float_as_uint(sum[i]);
     if (i < 3)
-      lo += u * turbo_pack_mul[i];
+      lo += u * mul(i);
     else
-      acc += u * turbo_pack_mul[i];
+      acc += u * mul(i);
     if (i <= 5)
-      acc += __umulhi(bf[i], turbo_pack_mul[8 + i]);
+      acc += __umulhi(bf[i], mul(8 + i));
     else
-      acc += bf[i] * turbo_pack_mul[8 + i];
+      acc += bf[i] * mul(8 + i);
   }
   return (lo & 0x7fffffu) + acc - e2m1_sat_bias;
 }

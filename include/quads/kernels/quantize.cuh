@@ -210,7 +210,8 @@ QUADS_DEVICE_API turbo_ctx make_turbo_ctx(tensor_scale ts, float* tab) {
 //! `ts.decode` are positive: `put_values` narrows the magnitude and ORs in x's sign bit, which
 //! equals the RNE cast of the signed value). Returns false (and writes nothing useful) when a
 //! block holds a NaN; the caller then takes the generic path. Requires `c.ok`.
-template <class Quantizer, class T, int U, bool Codes, bool Values>
+template <class Quantizer, class T, int U, bool Codes, bool Values,
+          pack_mul P = pack_mul::constant>
 QUADS_DEVICE_API bool turbo_blocks(const raw_block<T, 16> (&raw)[U], const turbo_ctx& c,
                                    block_words<16> (&q)[U], float (&vals)[U][16]) {
   using F = typename Quantizer::format;
@@ -254,7 +255,7 @@ QUADS_DEVICE_API bool turbo_blocks(const raw_block<T, 16> (&raw)[U], const turbo
         }
         if constexpr (Codes)
           q[j].w[w] =
-              sat_pack(bf, sum) |
+              sat_pack<P>(bf, sum) |
               sign_nibbles16(raw[j].w[w].x, raw[j].w[w].y, raw[j].w[w].z, raw[j].w[w].w);
       }
     }
@@ -295,7 +296,7 @@ QUADS_DEVICE_API float fmax_nan(float a, float b) {
 //! byte, with the byte's factor `k` and its multipliers from `mult(byte, m, m8)` (false: the
 //! multiplier does not admit the turbo path). Returns false when a value is NaN or `mult` refuses
 //! (the caller takes the generic path).
-template <class Quantizer, class Mult>
+template <class Quantizer, pack_mul P = pack_mul::constant, class Mult>
 QUADS_DEVICE_API bool turbo_block_f32_with(const float (&v)[16], float k, const Mult& mult,
                                            block_words<16>& q) {
   float t[8];
@@ -321,7 +322,7 @@ QUADS_DEVICE_API bool turbo_block_f32_with(const float (&v)[16], float k, const 
       for (int i = 0; i < 8; ++i) {
         sat_encode(v[8 * w + i], m8, bf[i], sum[i]);
       }
-      q.w[w] = sat_pack(bf, sum) |
+      q.w[w] = sat_pack<P>(bf, sum) |
                sign_nibbles32(reinterpret_cast<const float(&)[8]>(v[8 * w]));
     }
     return true;
@@ -342,10 +343,10 @@ QUADS_DEVICE_API bool turbo_block_f32_with(const float (&v)[16], float k, const 
 
 //! `turbo_block_f32_with` for a block quantized with the tensor scale of `c` (e.g. a RAC
 //! residual under a shared scale). Requires `c.ok`.
-template <class Quantizer>
+template <class Quantizer, pack_mul P = pack_mul::constant>
 QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], const turbo_ctx& c,
                                       block_words<16>& q) {
-  return turbo_block_f32_with<Quantizer>(
+  return turbo_block_f32_with<Quantizer, P>(
       v, c.k,
       [&c](std::uint8_t b, float& m, float& m8) {
         m = c.mtab[b];
@@ -356,13 +357,14 @@ QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], const turbo_ctx& c,
 }
 
 //! `turbo_block_f32_with` without a CTA's multiplier table (a thread on its own, e.g. an epilogue
-//! node): the block's multipliers are computed from its scale byte. Returns false also when
-//! `ts` or the byte's multiplier do not admit the turbo path.
+//! node): the block's multipliers are computed from its scale byte, the codes packed with
+//! literal multipliers (`pack_mul::immediate`: no constant-memory read in a latency-bound
+//! thread). Returns false also when `ts` or the byte's multiplier do not admit the turbo path.
 template <class Quantizer>
 QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], tensor_scale ts, block_words<16>& q) {
   bool ok;
   const float k = turbo_k(ts, ok);
-  return ok && turbo_block_f32_with<Quantizer>(
+  return ok && turbo_block_f32_with<Quantizer, pack_mul::immediate>(
                    v, k,
                    [ts](std::uint8_t b, float& m, float& m8) {
                      turbo_multipliers(b, ts.decode, m, m8);
@@ -659,8 +661,10 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
       if (tc.ok) {
         block_words<B> q[U];
         float vals[U][B];
-        if (turbo_blocks<Quantizer, T, U, !Sink::wants_values, Sink::wants_values>(raw, tc, q,
-                                                                                   vals)) {
+        // U = 1 only in the one-wave (small-call) instantiation: literal multipliers there
+        constexpr pack_mul P = U == 1 ? pack_mul::immediate : pack_mul::constant;
+        if (turbo_blocks<Quantizer, T, U, !Sink::wants_values, Sink::wants_values, P>(raw, tc, q,
+                                                                                      vals)) {
 #pragma unroll
           for (int j = 0; j < U; ++j)
             if (j == 0 || u + j * stride < total) {

@@ -227,7 +227,10 @@ __global__ void __launch_bounds__(256)
     const std::uint64_t r_index =
         selected ? compensation::residual_block_index(tokens, nkb, nsel, t, j) : 0;
     kd::block_words<block> qx{}, qr{};
-    if (!compensation::kernels::detail::rac_turbo_block<Q, __nv_bfloat16>(
+    // literal pack multipliers: at decode sizes a cold constant-bank read sits on the critical
+    // path (kd::pack_mul); at prefill sizes the integer-pipe cost is small beside the GEMMs
+    if (!compensation::kernels::detail::rac_turbo_block<Q, __nv_bfloat16,
+                                                        kd::pack_mul::immediate>(
             raw, selected, tc, ts, seed, r_index, qx, qr)) {
       float xv[block];
       kd::widen(raw, xv);
