@@ -408,10 +408,17 @@ inline constexpr std::uint32_t e2m1_turbo_bias = 298u * 0x11111111u;
 // swept, test/gpu/turbo_test.cu).
 // ---------------------------------------------------------------------------------------------
 
-//! 16^i (i < 8), then 2^(10 + 4i) (mulhi, i <= 5), then 4 and 64 (i = 6, 7).
-static __constant__ std::uint32_t turbo_pack_mul[16] = {
-    1u,       16u,      256u,     4096u,    65536u,   1u << 20, 1u << 24, 1u << 28,
-    1u << 10, 1u << 14, 1u << 18, 1u << 22, 1u << 26, 1u << 30, 4u,       64u};
+//! `sat_pack`'s multipliers: 16^i (i < 8), then 2^(10 + 4i) (mulhi, i <= 5), then 4 and 64
+//! (i = 6, 7).
+struct pack_mul_table {
+  std::uint32_t v[16];
+};
+constexpr pack_mul_table pack_mul_values() noexcept {
+  return {{1u, 16u, 256u, 4096u, 65536u, 1u << 20, 1u << 24, 1u << 28, 1u << 10, 1u << 14,
+           1u << 18, 1u << 22, 1u << 26, 1u << 30, 4u, 64u}};
+}
+//! The same in constant memory (`pack_mul::constant`).
+static __constant__ pack_mul_table turbo_pack_mul = pack_mul_values();
 
 //! Sum over the 8 nibbles of 248 (the bf terms add 248 + 2E per nibble; subtracted once).
 inline constexpr std::uint32_t e2m1_sat_bias = 248u * 0x11111111u;
@@ -452,14 +459,12 @@ enum class pack_mul { constant, immediate };
 //! Magnitude codes of 8 values (nibble i from `bf[i]`, `sum[i]`), sign bits zero.
 template <pack_mul P = pack_mul::constant>
 QUADS_DEVICE_API std::uint32_t sat_pack(const std::uint32_t (&bf)[8], const float (&sum)[8]) {
-  constexpr std::uint32_t literal[16] = {
-      1u,       16u,      256u,     4096u,    65536u,   1u << 20, 1u << 24, 1u << 28,
-      1u << 10, 1u << 14, 1u << 18, 1u << 22, 1u << 26, 1u << 30, 4u,       64u};
+  constexpr pack_mul_table literal = pack_mul_values();
   const auto mul = [&](int i) {
     if constexpr (P == pack_mul::constant)
-      return turbo_pack_mul[i];
+      return turbo_pack_mul.v[i];
     else
-      return literal[i];
+      return literal.v[i];
   };
   std::uint32_t lo = 0, acc = 0;
 #pragma unroll
