@@ -414,8 +414,8 @@ struct pack_mul_table {
   std::uint32_t v[16];
 };
 constexpr pack_mul_table pack_mul_values() noexcept {
-  return {{1u, 16u, 256u, 4096u, 65536u, 1u << 20, 1u << 24, 1u << 28, 1u << 10, 1u << 14,
-           1u << 18, 1u << 22, 1u << 26, 1u << 30, 4u, 64u}};
+  return {{1u, 16u, 256u, 4096u, 65536u, 1u << 20, 1u << 24, 1u << 28, 1u << 10, 1u << 14, 1u << 18,
+           1u << 22, 1u << 26, 1u << 30, 4u, 64u}};
 }
 //! The same in constant memory (`pack_mul::constant`).
 static __constant__ pack_mul_table turbo_pack_mul = pack_mul_values();
