@@ -7,6 +7,8 @@
 #include "suites.hpp"
 #include "timing.cuh"
 
+#include <quads/kernels/common.cuh>
+
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -56,8 +58,14 @@ __global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ d
 // The traffic of a quantize without its arithmetic: every 64 input bytes (four 16-byte words, one
 // per grid stride, all in flight) leave as one 16-byte word (their xor), so 4 bytes are read per
 // byte written, as bf16 -> E2M1 reads 4 bytes per code byte (scales aside).
+// `Pdl`: launched programmatically (as the quantize launchers do), waiting before its loads.
+template <bool Pdl>
 __global__ void read4_write1_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                     std::size_t n_out) {
+  if constexpr (Pdl) {
+    kernels::detail::pdl_wait();
+    kernels::detail::pdl_release();
+  }
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n_out;
        i += stride) {
@@ -87,7 +95,13 @@ __global__ void read_kernel(const uint4* __restrict__ src, std::size_t n, unsign
   if ((threadIdx.x & 31u) == 0u) atomicAdd(out, acc);
 }
 
-__global__ void empty_kernel() {}
+template <bool Pdl>
+__global__ void empty_kernel() {
+  if constexpr (Pdl) {
+    kernels::detail::pdl_wait();
+    kernels::detail::pdl_release();
+  }
+}
 
 int grid_for_stream() { return std::max(limits().sms, 1) * 4; }
 
@@ -101,9 +115,15 @@ cudaError_t launch_copy(const void* src, void* dst, std::size_t bytes, cudaStrea
                                                           static_cast<uint4*>(dst), bytes / 16);
   return cudaGetLastError();
 }
-cudaError_t launch_read4_write1(const void* src, void* dst, std::size_t in_bytes, cudaStream_t s) {
-  read4_write1_kernel<<<grid_for_stream(), 512, 0, s>>>(static_cast<const uint4*>(src),
-                                                         static_cast<uint4*>(dst), in_bytes / 64);
+cudaError_t launch_read4_write1(const void* src, void* dst, std::size_t in_bytes, cudaStream_t s,
+                                bool pdl) {
+  const auto* in = static_cast<const uint4*>(src);
+  auto* out = static_cast<uint4*>(dst);
+  if (pdl)
+    return kernels::detail::launch_kernel(true, read4_write1_kernel<true>,
+                                          dim3(grid_for_stream()), dim3(512), s, in, out,
+                                          in_bytes / 64);
+  read4_write1_kernel<false><<<grid_for_stream(), 512, 0, s>>>(in, out, in_bytes / 64);
   return cudaGetLastError();
 }
 cudaError_t launch_read(const void* src, std::size_t bytes, unsigned* out, cudaStream_t s) {
@@ -218,43 +238,53 @@ void register_bandwidth() {
 
 // The quantize's traffic without its arithmetic (`read4_write1_kernel`) at the inputs of 8192 x 8192
 // and 16384 x 16384 bf16: the physical reference for the quantize rows (bytes: in + in / 4).
+// `_pdl`: launched programmatically, as the quantize launchers launch their kernels.
 void register_quantize_traffic() {
-  for (std::size_t mib : {128, 512}) {
-    const std::size_t in = mib << 20;
-    const double moved = 1.25 * static_cast<double>(in);
-    const auto [policy, unused] = policy_for(static_cast<std::size_t>(moved));
-    const std::string name = "baseline/read4_write1/" + std::to_string(mib) + "MiB";
-    auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-      const int slots = ring_slots(static_cast<std::size_t>(moved));
-      std::vector<device_buffer> src, dst;
-      for (int i = 0; i < slots; ++i) {
-        src.emplace_back(in);
-        QUADS_BENCH_TRY(state, src.back().error());
-        QUADS_BENCH_TRY(state, fill_random(src.back().get<float>(), in / 4, 11 + i, stream()));
-        dst.emplace_back(in / 4);
-        QUADS_BENCH_TRY(state, dst.back().error());
-      }
-      measure(state, policy, slots, moved, [&](int slot, cudaStream_t s) {
-        return launch_read4_write1(src[slot].get(), dst[slot].get(), in, s);
+  for (const bool pdl : {false, true}) {
+    for (std::size_t mib : {128, 512}) {
+      const std::size_t in = mib << 20;
+      const double moved = 1.25 * static_cast<double>(in);
+      const auto [policy, unused] = policy_for(static_cast<std::size_t>(moved));
+      const std::string name =
+          std::string(pdl ? "baseline/read4_write1_pdl/" : "baseline/read4_write1/") +
+          std::to_string(mib) + "MiB";
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+        const int slots = ring_slots(static_cast<std::size_t>(moved));
+        std::vector<device_buffer> src, dst;
+        for (int i = 0; i < slots; ++i) {
+          src.emplace_back(in);
+          QUADS_BENCH_TRY(state, src.back().error());
+          QUADS_BENCH_TRY(state, fill_random(src.back().get<float>(), in / 4, 11 + i, stream()));
+          dst.emplace_back(in / 4);
+          QUADS_BENCH_TRY(state, dst.back().error());
+        }
+        measure(state, policy, slots, moved, [&](int slot, cudaStream_t s) {
+          return launch_read4_write1(src[slot].get(), dst[slot].get(), in, s, pdl);
+        });
       });
-    });
-    configure(b, policy);
+      configure(b, policy);
+    }
   }
 }
 
 // The launch-bound floor: an empty kernel timed exactly like the small (flush) and large (ring)
-// kernel benchmarks.
+// kernel benchmarks; `_pdl`: launched programmatically.
 void register_floor() {
-  for (cache policy : {cache::flush, cache::ring}) {
-    const std::string name =
-        std::string("baseline/empty_kernel/") + (policy == cache::flush ? "flush" : "ring");
-    auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-      measure(state, policy, 1, 0.0, [](int, cudaStream_t s) {
-        empty_kernel<<<1, 32, 0, s>>>();
-        return cudaGetLastError();
+  for (const bool pdl : {false, true}) {
+    for (cache policy : {cache::flush, cache::ring}) {
+      const std::string name =
+          std::string(pdl ? "baseline/empty_kernel_pdl/" : "baseline/empty_kernel/") +
+          (policy == cache::flush ? "flush" : "ring");
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
+        measure(state, policy, 1, 0.0, [pdl](int, cudaStream_t s) {
+          if (pdl)
+            return kernels::detail::launch_kernel(true, empty_kernel<true>, dim3(1), dim3(32), s);
+          empty_kernel<false><<<1, 32, 0, s>>>();
+          return cudaGetLastError();
+        });
       });
-    });
-    configure(b, policy);
+      configure(b, policy);
+    }
   }
 }
 

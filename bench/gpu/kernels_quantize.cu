@@ -130,6 +130,7 @@ void register_quantize_suite() {
   // Register-budget variants of the turbo kernels at the criterion size.
   add_turbo_variants<0, 3>({1, 8192, 8192}); // QDQ at the previous default (3 CTAs)
   add_turbo_variants<0, 4>({1, 8192, 8192});
+  add_turbo_variants<4, 2>({1, 8192, 8192});
   add_turbo_variants<5, 2>({1, 8192, 8192});
   add_turbo_variants<6, 3>({1, 8192, 8192});
   // Other input types.

@@ -7,10 +7,41 @@
 
 #include "gpu_test.cuh"
 
+#include <optional>
 #include <span>
 #include <sstream>
 
 namespace quads::gpu_test {
+
+//! Reads the global nanosecond timer.
+__device__ inline unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+//! A producer that lets the next programmatic launch start at once (`pdl_release` at entry),
+//! waits `ns` nanoseconds, then copies `n` bytes `src` -> `dst`: a dependent that touched `dst`
+//! before its `griddepcontrol.wait` would see (or overwrite) the old bytes.
+static __global__ void late_copy_kernel(const unsigned char* src, unsigned char* dst, std::size_t n,
+                                        unsigned long long ns) {
+  kernels::detail::pdl_release();
+  const unsigned long long t0 = global_ns();
+  while (global_ns() - t0 < ns) {
+  }
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    dst[i] = src[i];
+}
+
+//! Enqueues `late_copy_kernel` on a few CTAs (room on every SM for the dependent's CTAs), 20 us.
+template <class T>
+void late_copy(const device_buffer<T>& src, device_buffer<T>& dst, cudaStream_t stream) {
+  late_copy_kernel<<<16, 256, 0, stream>>>(reinterpret_cast<const unsigned char*>(src.ptr),
+                                           reinterpret_cast<unsigned char*>(dst.ptr),
+                                           src.n * sizeof(T), 20000ull);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+}
 
 struct shape3 {
   int experts, rows, cols;
@@ -56,9 +87,11 @@ inline const char* layout_name() {
 
 //! Quantizes on the GPU and on the host, compares every byte; then (if asked) qdq and
 //! dequantize of the same input. `given_count` 1 broadcasts one given scale to all experts.
+//! `late_input`: the input buffer first holds other values, and `late_copy` writes the real
+//! input right before each launch, on a stream of its own (programmatic launches must wait).
 template <class Quantizer, class Layout, class T>
 void check_quantize(shape3 sh, input_kind kind, std::uint64_t s, int variant, bool also_qdq,
-                    int given_count = 0) {
+                    int given_count = 0, bool late_input = false) {
   using F = typename Quantizer::format;
   constexpr quant_options O = Quantizer::options;
   constexpr int B = F::block_size;
@@ -72,6 +105,17 @@ void check_quantize(shape3 sh, input_kind kind, std::uint64_t s, int variant, bo
   device_buffer<T> dx(rows_all * stride);
   upload_strided(dx, x, rows_all, C, stride);
   const kernels::tensor_shape shape{E, R, C, stride, 0};
+  cudaStream_t stream = nullptr;
+  std::optional<device_buffer<T>> staged; // late_input: the real input, copied late
+  const auto produce = [&] {
+    if (late_input) late_copy(*staged, dx, stream);
+  };
+  if (late_input) {
+    REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+    staged.emplace(rows_all * stride);
+    upload_strided(*staged, x, rows_all, C, stride);
+    upload_strided(dx, make_input<T>(kind, E, R, C, B, s ^ 0x5eed), rows_all, C, stride);
+  }
 
   std::vector<tensor_scale> given = make_given<Quantizer>(E, s);
   if (given_count == 0) given_count = E;
@@ -85,8 +129,9 @@ void check_quantize(shape3 sh, input_kind kind, std::uint64_t s, int variant, bo
   device_buffer<tensor_scale> dts(nts);
   device_buffer<float> damax(E);
   const kernels::scale_args args{dgiven.ptr, given_count, damax.ptr, s};
+  produce();
   QUADS_CUDA_CHECK((kernels::quantize<Quantizer, Layout>(
-      dx.ptr, shape, kernels::quantized_view{ddata.ptr, dscales.ptr, dts.ptr}, args, nullptr)));
+      dx.ptr, shape, kernels::quantized_view{ddata.ptr, dscales.ptr, dts.ptr}, args, stream)));
   sync_ok();
 
   reference::quantize_args ra{E, {}, s};
@@ -100,18 +145,21 @@ void check_quantize(shape3 sh, input_kind kind, std::uint64_t s, int variant, bo
     const std::vector<float> ref = reference::dequantize<F, O>(q);
     device_buffer<T> dy(rows_all * stride);
     device_buffer<tensor_scale> dts2(nts);
-    QUADS_CUDA_CHECK((kernels::qdq<Quantizer>(dx.ptr, dy.ptr, shape, args, dts2.ptr, nullptr)));
+    produce();
+    QUADS_CUDA_CHECK((kernels::qdq<Quantizer>(dx.ptr, dy.ptr, shape, args, dts2.ptr, stream)));
     sync_ok();
     expect_elems<T>(dy.download(rows_all * stride), ref, rows_all, C, stride,
                     describe("qdq", F::name, "-", elem_name<T>(), sh, kind, s));
     if (!is_given<Quantizer>)
       expect_scales(dts2.download(q.tensor_scales.size()), q.tensor_scales, what + " qdq scales");
     // in place
-    QUADS_CUDA_CHECK((kernels::qdq<Quantizer>(dx.ptr, dx.ptr, shape, args, dts2.ptr, nullptr)));
+    produce();
+    QUADS_CUDA_CHECK((kernels::qdq<Quantizer>(dx.ptr, dx.ptr, shape, args, dts2.ptr, stream)));
     sync_ok();
     expect_elems<T>(dx.download(rows_all * stride), ref, rows_all, C, stride,
                     describe("qdq in place", F::name, "-", elem_name<T>(), sh, kind, s));
   }
+  if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
 //! Dequantizes the host reference's output on the GPU; fp32 equals reference::dequantize bit for

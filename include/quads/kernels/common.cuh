@@ -95,6 +95,46 @@ inline bool aligned(const void* p, std::size_t a) noexcept {
   return reinterpret_cast<std::uintptr_t>(p) % a == 0;
 }
 
+// Programmatic dependent launch (PDL, sm_90+). A kernel launched programmatically may
+// start while the previous kernel of the stream is still finishing, so it must call `pdl_wait`
+// before its first global memory access (read or write): `griddepcontrol.wait` returns once every
+// prerequisite grid has completed and its memory is visible (at once when there is none).
+// `pdl_release` lets the next programmatic launch of the stream place its CTAs as this grid's
+// CTAs retire; its own `pdl_wait` still waits for this whole grid. Both are no-ops before sm_90.
+
+//! Waits for the grids this one depends on (see above).
+QUADS_DEVICE_API void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+//! Lets the next programmatically launched kernel of the stream start its CTAs (see above).
+QUADS_DEVICE_API void pdl_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+//! Launches `kernel`, with the programmatic-stream-serialization attribute when `programmatic`
+//! is set (see above; the attribute is ignored before sm_90 and after predecessors that are not
+//! kernels).
+template <class... Params, class... Args>
+inline cudaError_t launch_kernel(bool programmatic, void (*kernel)(Params...), dim3 grid,
+                                 dim3 block, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[1]{};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args&&>(args)...);
+}
+
 } // namespace detail
 
 // ---------------------------------------------------------------------------------------------

@@ -210,8 +210,7 @@ QUADS_DEVICE_API turbo_ctx make_turbo_ctx(tensor_scale ts, float* tab) {
 //! `ts.decode` are positive: `put_values` narrows the magnitude and ORs in x's sign bit, which
 //! equals the RNE cast of the signed value). Returns false (and writes nothing useful) when a
 //! block holds a NaN; the caller then takes the generic path. Requires `c.ok`.
-template <class Quantizer, class T, int U, bool Codes, bool Values,
-          pack_mul P = pack_mul::constant>
+template <class Quantizer, class T, int U, bool Codes, bool Values, pack_mul P = pack_mul::constant>
 QUADS_DEVICE_API bool turbo_blocks(const raw_block<T, 16> (&raw)[U], const turbo_ctx& c,
                                    block_words<16> (&q)[U], float (&vals)[U][16]) {
   using F = typename Quantizer::format;
@@ -250,13 +249,12 @@ QUADS_DEVICE_API bool turbo_blocks(const raw_block<T, 16> (&raw)[U], const turbo
         for (int i = 0; i < 8; ++i) {
           sat_encode(v[8 * w + i], m8[j], bf[i], sum[i]);
           if constexpr (Values) // (value / 8) * (8 * scale): the same product, one rounding
-            vals[j][8 * w + i] = quads::detail::mul_rn(
-                quads::detail::mul_rn(sat_value(bf[i], sum[i]), sf8), c.td);
+            vals[j][8 * w + i] =
+                quads::detail::mul_rn(quads::detail::mul_rn(sat_value(bf[i], sum[i]), sf8), c.td);
         }
         if constexpr (Codes)
-          q[j].w[w] =
-              sat_pack<P>(bf, sum) |
-              sign_nibbles16(raw[j].w[w].x, raw[j].w[w].y, raw[j].w[w].z, raw[j].w[w].w);
+          q[j].w[w] = sat_pack<P>(bf, sum) |
+                      sign_nibbles16(raw[j].w[w].x, raw[j].w[w].y, raw[j].w[w].z, raw[j].w[w].w);
       }
     }
     return true;
@@ -322,8 +320,7 @@ QUADS_DEVICE_API bool turbo_block_f32_with(const float (&v)[16], float k, const 
       for (int i = 0; i < 8; ++i) {
         sat_encode(v[8 * w + i], m8, bf[i], sum[i]);
       }
-      q.w[w] = sat_pack<P>(bf, sum) |
-               sign_nibbles32(reinterpret_cast<const float(&)[8]>(v[8 * w]));
+      q.w[w] = sat_pack<P>(bf, sum) | sign_nibbles32(reinterpret_cast<const float(&)[8]>(v[8 * w]));
     }
     return true;
   }
@@ -617,6 +614,8 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
                                         std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
+  pdl_wait(); // launched programmatically (`enqueue_block`)
+  pdl_release();
   const int e = static_cast<int>(blockIdx.y);
   const tensor_scale ts = src.get(e);
   if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
@@ -732,8 +731,9 @@ constexpr auto block_kernel_for() {
 //! Whether the half-block kernel applies: 32-element blocks of 16-bit input (MXFP4 from bf16 /
 //! fp16: 64 bytes per block) on the fast path, quantized (not QDQ).
 template <class Quantizer, class T, class Sink>
-inline constexpr bool half_blocks_apply = Quantizer::block_size == 32 && sizeof(T) == 2 &&
-                                          fast_path_applies<Quantizer> && !Sink::wants_values;
+inline constexpr bool half_blocks_apply = Quantizer::block_size == 32 &&
+                                          sizeof(T) == 2 && fast_path_applies<Quantizer> &&
+                                          !Sink::wants_values;
 
 //! Small calls of 32-element blocks of 16-bit input (`half_blocks_apply`): two threads per
 //! block, each loading, scaling and encoding 16 values (half the per-thread latency chain of a
@@ -804,17 +804,26 @@ __global__ void __launch_bounds__(block_threads)
 template <class T, int B>
 inline constexpr bool pair_blocks = B * sizeof(T) == 32;
 
-//! Loads the block pair at `xp` (64 contiguous bytes) and quantizes it on the turbo path, or
-//! with the core functors where the turbo encoder refuses a block (NaN); `b0`: the first block's
-//! index (as `quantize_blocks` takes it).
+//! A block pair's input: 64 contiguous bytes (two blocks of 16-bit values).
+template <class T, int B>
+struct raw_pair {
+  raw_block<T, B> b[2];
+};
+
+template <class T, int B>
+QUADS_DEVICE_API void load_pair(const T* xp, raw_pair<T, B>& r) {
+  load_raw<T, B>(xp, r.b[0]);
+  load_raw<T, B>(xp + B, r.b[1]);
+}
+
+//! Quantizes a loaded block pair on the turbo path, or with the core functors where the turbo
+//! encoder refuses a block (NaN); `b0`: the first block's index (as `quantize_blocks` takes it).
 template <class Quantizer, class T>
-QUADS_DEVICE_API void turbo_pair(const T* xp, const turbo_ctx& tc, tensor_scale ts,
-                                 std::uint64_t seed, std::uint64_t b0,
+QUADS_DEVICE_API void turbo_pair(const raw_pair<T, Quantizer::block_size>& in, const turbo_ctx& tc,
+                                 tensor_scale ts, std::uint64_t seed, std::uint64_t b0,
                                  block_words<Quantizer::block_size> (&q)[2]) {
   constexpr int B = Quantizer::block_size;
-  raw_block<T, B> raw[2];
-  load_raw<T, B>(xp, raw[0]);
-  load_raw<T, B>(xp + B, raw[1]);
+  const raw_block<T, B>(&raw)[2] = in.b;
   float unused[2][B];
   if (!turbo_blocks<Quantizer, T, 2, true, false>(raw, tc, q, unused)) {
     float v[2][B];
@@ -875,16 +884,27 @@ QUADS_DEVICE_API void pair_octet_walk(const T* xe, fast_divmod npk_div, std::int
   std::uint8_t* codes_e =
       sink.data + static_cast<std::size_t>(e) * rows * static_cast<std::size_t>(npk) * 16u;
   std::uint8_t* scales_e = sink.scales + static_cast<std::size_t>(e) * sink.layout_size;
-  // warp-uniform: every lane of a warp has the same `u` (the shuffle needs all 32)
-  for (std::uint32_t u = first / 32u; u < units; u += stride / 32u) {
-    std::uint32_t oct, span, row, kp;
-    octet_step(npk_div, u, oct, span);
-    octet_position(oct, span, lane, row, kp);
+  // warp-uniform: every lane of a warp has the same `u` (the shuffle needs all 32); the next
+  // step's pair is loaded before this one is quantized (two pairs in flight per lane)
+  std::uint32_t u = first / 32u;
+  const std::uint32_t du = stride / 32u;
+  std::uint32_t n_oct = 0, n_span = 0, n_row = rows, n_kp = 0;
+  raw_pair<T, B> next;
+  const auto fetch = [&](std::uint32_t at) {
+    octet_step(npk_div, at, n_oct, n_span);
+    octet_position(n_oct, n_span, lane, n_row, n_kp);
+    if (n_row < rows)
+      load_pair(xe + n_row * row_stride + static_cast<std::int64_t>(n_kp) * (2 * B), next);
+  };
+  if (u < units) fetch(u);
+  for (; u < units; u += du) {
+    const std::uint32_t oct = n_oct, span = n_span, row = n_row, kp = n_kp;
+    const raw_pair<T, B> cur = next;
+    if (u + du < units) fetch(u + du);
     std::uint32_t sc = 0; // this lane's two scale bytes (zero for a padding row)
     if (row < rows) {
       block_words<B> q[2];
-      turbo_pair<Quantizer>(xe + row * row_stride + static_cast<std::int64_t>(kp) * (2 * B), tc, ts,
-                            seed,
+      turbo_pair<Quantizer>(cur, tc, ts, seed,
                             (static_cast<std::uint64_t>(e) * rows + row) * (2u * npk) + 2u * kp, q);
       *reinterpret_cast<uint4*>(codes_e + (static_cast<std::size_t>(row) * npk + kp) * 16u) =
           make_uint4(q[0].w[0], q[0].w[1], q[1].w[0], q[1].w[1]);
@@ -910,6 +930,8 @@ __global__ void __launch_bounds__(block_threads, MinBlocks)
                 std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
+  pdl_wait(); // launched programmatically (`enqueue_block`)
+  pdl_release();
   const int e = static_cast<int>(blockIdx.y);
   const tensor_scale ts = src.get(e);
   if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
@@ -955,11 +977,12 @@ __global__ void __launch_bounds__(block_threads, MinBlocks)
       std::uint8_t* codes_e =
           sink.data + static_cast<std::size_t>(e) * static_cast<std::size_t>(pairs) * 16u;
       std::uint8_t* scales_e = sink.scales + static_cast<std::size_t>(e) * sink.layout_size;
+      // the next pair is loaded before this one is quantized (two pairs in flight per thread)
+      raw_pair<T, B> next;
+      load_pair(xp, next);
       for (std::uint32_t p = first; p < pairs; p += stride) {
-        block_words<B> q[2];
-        turbo_pair<Quantizer>(xp, tc, ts, seed,
-                              (static_cast<std::uint64_t>(e) * rows + row) * nkb + 2 * kp, q);
-        sink.put2_flat(codes_e, scales_e, p, row, 2 * kp, q);
+        const raw_pair<T, B> cur = next;
+        const std::uint32_t row_c = row, kp_c = kp;
         kp += dk;
         row += dr;
         if (kp >= npk.divisor) {
@@ -969,6 +992,11 @@ __global__ void __launch_bounds__(block_threads, MinBlocks)
         } else {
           xp += d_same;
         }
+        if (p + stride < pairs) load_pair(xp, next);
+        block_words<B> q[2];
+        turbo_pair<Quantizer>(cur, tc, ts, seed,
+                              (static_cast<std::uint64_t>(e) * rows + row_c) * nkb + 2 * kp_c, q);
+        sink.put2_flat(codes_e, scales_e, p, row_c, 2 * kp_c, q);
       }
     }
   }
@@ -1204,8 +1232,8 @@ inline void enqueue_row(const Producer& p, const tensor_shape& s, int padded_row
                         cudaStream_t stream) {
   const int nkb = s.cols / Quantizer::block_size;
   if (nkb <= cta_threads_for(nkb))
-    enqueue_row_cached<Quantizer, Mode, 1>(p, s, padded_rows, src, row_scales, amax_out, sink,
-                                           seed, stream);
+    enqueue_row_cached<Quantizer, Mode, 1>(p, s, padded_rows, src, row_scales, amax_out, sink, seed,
+                                           stream);
   else
     enqueue_row_cached<Quantizer, Mode, row_cache_blocks>(p, s, padded_rows, src, row_scales,
                                                           amax_out, sink, seed, stream);
@@ -1229,6 +1257,10 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   // twice the threads of the pair kernel, half the latency chain each (isolated-call latency)
   const bool small = static_cast<std::uint64_t>(total) * static_cast<std::uint64_t>(s.experts) <=
                      static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) * 128u;
+  // Larger calls start programmatically (`pdl_wait`): their CTAs take the SMs as the previous
+  // kernel's CTAs retire. Back to back at 8192 x 8192 bf16 on the H200 (2026-11-30 15:22 UTC):
+  // swizzled quantize 48.2 -> 47.2 us, QDQ 71.8 -> 70.9 us; isolated small calls measured
+  // 0.1-0.2 us slower that way, so they launch as before.
   if constexpr (pair_blocks<T, B> && Sink::pairs && fast_path_applies<Quantizer>) {
     if (sink.pair_ok() && !small) {
       const std::uint32_t pairs = total / 2;
@@ -1240,8 +1272,9 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
       constexpr auto kernel =
           pair_kernel<Quantizer, T, Sink, fast_path_applies<Quantizer>, PairMinBlocks>;
       const unsigned gx = grid_for<kernel>(block_threads, work, 8, s.experts);
-      kernel<<<dim3(gx, static_cast<unsigned>(s.experts)), block_threads, 0, stream>>>(
-          x, fast_divmod(nkb / 2), pairs, s.rows, s.rstride(), s.estride(), src, sink, seed);
+      (void)launch_kernel(true, kernel, dim3(gx, static_cast<unsigned>(s.experts)),
+                          dim3(block_threads), stream, x, fast_divmod(nkb / 2), pairs, s.rows,
+                          s.rstride(), s.estride(), src, sink, seed);
       return;
     }
   }
@@ -1255,9 +1288,9 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   const auto launch_small = [&](auto kernel, std::uint64_t items, auto... extra) {
     const unsigned gx = grid_for<decltype(kernel)::value>(
         block_threads, std::max<std::uint64_t>(items, sink.pad_count()), 8, s.experts);
-    decltype(kernel)::value<<<dim3(gx, static_cast<unsigned>(s.experts)), block_threads, 0,
-                              stream>>>(x, fast_divmod(nkb), total, s.rows, s.rstride(),
-                                        s.estride(), src, sink, extra...);
+    decltype(kernel)::
+        value<<<dim3(gx, static_cast<unsigned>(s.experts)), block_threads, 0, stream>>>(
+            x, fast_divmod(nkb), total, s.rows, s.rstride(), s.estride(), src, sink, extra...);
   };
   // Cold isolated 1 / 16 / 64 x 4096 bf16 calls on the H200 (2026-11-30 10:23 UTC): NVFP4
   // swizzled given 4.74 / 4.93 / 4.77 us with the one-block kernel against 5.06 / 5.12 / 5.06
@@ -1283,8 +1316,9 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   const std::uint64_t items = total <= one_wave ? total : (total + U - 1) / U;
   const std::uint64_t work = std::max<std::uint64_t>(items, sink.pad_count());
   const unsigned gx = grid_for<kernel>(block_threads, work, 8, s.experts);
-  kernel<<<dim3(gx, static_cast<unsigned>(s.experts)), block_threads, 0, stream>>>(
-      x, fast_divmod(nkb), total, s.rows, s.rstride(), s.estride(), src, sink, seed);
+  (void)launch_kernel(!small, kernel, dim3(gx, static_cast<unsigned>(s.experts)),
+                      dim3(block_threads), stream, x, fast_divmod(nkb), total, s.rows, s.rstride(),
+                      s.estride(), src, sink, seed);
 }
 
 //! The common dispatch of quantize / qdq over the global-scale modes, for the plain producer.
