@@ -58,17 +58,16 @@ void add_quantize(const std::string& variant, const shape3& s) {
 
 using bf16 = __nv_bfloat16;
 
-//! Register-budget variants of the turbo kernels (benchmark only, same bytes as the library
-//! calls): `detail::enqueue_block` asking ptxas for `PairMin` resident CTAs per SM of the pair
-//! kernel (quantize) / `TurboMin` of the turbo block kernel (QDQ). Names `variant/...`.
-template <int PairMin, int TurboMin>
-void add_turbo_variants(const shape3& s) {
+//! Register-budget variants of the pair kernel (benchmark only, same bytes as the library call):
+//! `detail::enqueue_block` asking ptxas for `PairMin` resident CTAs per SM. Names `variant/...`.
+template <int PairMin>
+void add_pair_variant(const shape3& s) {
   using F = nv_given::format;
   const std::size_t in = s.elems() * sizeof(bf16);
   const std::size_t codes = s.elems() / 2;
   const std::size_t scales = scale_bytes<F, swizzled_128x4>(s);
-  const std::string tag = "p" + std::to_string(PairMin) + "t" + std::to_string(TurboMin);
-  register_kernel("variant/quantize_nvfp4_swizzled_given_" + tag + "/bf16/" + s.label(),
+  register_kernel("variant/quantize_nvfp4_swizzled_given_p" + std::to_string(PairMin) + "/bf16/" +
+                      s.label(),
                   double(in) + double(codes) + double(scales),
                   {{in, random_of<bf16>()}, {codes, init::none}, {scales, init::none}},
                   {{sizeof(tensor_scale) * s.experts, init::given_scales, s.experts}},
@@ -79,21 +78,8 @@ void add_turbo_variants(const shape3& s) {
                         layout.size(), s.rows, s.cols / F::block_size};
                     const kernels::detail::scale_source<nv_given> src{
                         b.shared[0].get<const tensor_scale>(), s.experts, nullptr, nullptr};
-                    kernels::detail::enqueue_block<nv_given, PairMin, TurboMin>(
+                    kernels::detail::enqueue_block<nv_given, PairMin>(
                         b.slot[0].get<const bf16>(), s.tensor(), src, sink, 0x1234, st);
-                    return checked(cudaGetLastError());
-                  });
-  register_kernel("variant/qdq_nvfp4_given_" + tag + "/bf16/" + s.label(), 2.0 * double(in),
-                  {{in, random_of<bf16>()}, {in, init::none}},
-                  {{sizeof(tensor_scale) * s.experts, init::given_scales, s.experts}},
-                  [s](const launch_buffers& b, cudaStream_t st) {
-                    const kernels::tensor_shape t = s.tensor();
-                    const kernels::detail::qdq_sink<nv_given, bf16> sink{
-                        b.slot[1].get<bf16>(), t.rstride(), t.estride()};
-                    const kernels::detail::scale_source<nv_given> src{
-                        b.shared[0].get<const tensor_scale>(), s.experts, nullptr, nullptr};
-                    kernels::detail::enqueue_block<nv_given, PairMin, TurboMin>(
-                        b.slot[0].get<const bf16>(), t, src, sink, 0, st);
                     return checked(cudaGetLastError());
                   });
 }
@@ -127,12 +113,9 @@ void register_quantize_suite() {
     add_quantize<nv_given_46, swizzled_128x4, bf16>("nvfp4_swizzled_given_4over6", s);
     add_quantize<nv_given_rcp, swizzled_128x4, bf16>("nvfp4_swizzled_given_rcp", s);
   }
-  // Register-budget variants of the turbo kernels at the criterion size.
-  add_turbo_variants<0, 3>({1, 8192, 8192}); // QDQ at the previous default (3 CTAs)
-  add_turbo_variants<0, 4>({1, 8192, 8192});
-  add_turbo_variants<4, 2>({1, 8192, 8192});
-  add_turbo_variants<5, 2>({1, 8192, 8192});
-  add_turbo_variants<6, 3>({1, 8192, 8192});
+  // Register-budget variants of the pair kernel at the criterion size (the default: 3 CTAs).
+  add_pair_variant<4>({1, 8192, 8192});
+  add_pair_variant<5>({1, 8192, 8192});
   // Other input types.
   for (const auto& s : std::vector<shape3>{{1, 4096, 4096}, {1, 8192, 8192}}) {
     add_quantize<nv_given, swizzled_128x4, __half>("nvfp4_swizzled_given", s);

@@ -16,9 +16,10 @@ using bf16 = __nv_bfloat16;
 using q_given = block_quantizer<nvfp4, quant_options{.global = global_scale::given}>;
 using q_tensor = block_quantizer<nvfp4>;
 
-//! Shapes with more than 128 blocks per SM (132 SMs): 64, 128 and 130 blocks per row.
+//! Shapes with more than 128 blocks per SM (132 SMs): 64 and 128 blocks per row (the pair
+//! kernel's tile walk for swizzled scales), 48 (its warp octet walk) and 130 (its row walk).
 std::vector<shape3> large_shapes() {
-  std::vector<shape3> s = {{1, 300, 1024}, {2, 130, 2048}, {1, 140, 2080}};
+  std::vector<shape3> s = {{1, 300, 1024}, {2, 130, 2048}, {1, 140, 2080}, {1, 600, 768}};
   if (!quick()) s.push_back({3, 257, 1024});
   return s;
 }
@@ -43,9 +44,9 @@ template <class Quantizer, class Layout, class T>
 void sweep_many_iterations(bool also_qdq) {
   const std::uint64_t s0 = seed();
   int n = 0;
-  const std::vector<shape3> shapes = quick()
-                                         ? std::vector<shape3>{{2, 301, 2080}, {2, 301, 2048}}
-                                         : std::vector<shape3>{{1, 8191, 2080}, {2, 2049, 4096}};
+  const std::vector<shape3> shapes =
+      quick() ? std::vector<shape3>{{2, 301, 2080}, {2, 301, 2048}}
+              : std::vector<shape3>{{1, 8191, 2080}, {2, 2049, 4096}, {1, 4097, 1536}};
   for (const shape3 sh : shapes)
     for (const input_kind k : {input_kind::normal, input_kind::specials, input_kind::boundary}) {
       check_quantize<Quantizer, Layout, T>(sh, k, s0 + 7727u * static_cast<std::uint64_t>(n), 0,

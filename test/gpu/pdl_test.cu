@@ -1,13 +1,15 @@
 // SPDX-FileCopyrightText: 2026 The quads authors
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief Programmatic dependent launch: the quantize / QDQ launchers start their kernels
-//! programmatically, so a kernel may be resident before the previous kernel of the stream has
-//! finished. Each path (one-block and half-block small calls, the pair kernel, the turbo block
-//! kernel of QDQ, the row kernel of per-row scales, the per-tensor amax pass) runs right after a
-//! producer that releases its dependents at entry and writes the input 20 us later; the results
-//! must equal the host reference of the late input. A probe kernel that does not wait shows
-//! whether the dependent really started early on this device (reported, not required).
+//! @brief Programmatic dependent launch: the quantize / QDQ launchers start their large-call
+//! kernels (pair kernel, turbo block kernels) programmatically, so such a kernel may be resident
+//! before the previous kernel of the stream has finished and must wait before touching memory.
+//! Each path (small one-block and half-block calls, the pair kernel's walks, the pipelined QDQ
+//! kernel, the row kernel of per-row scales, the per-tensor amax pass) runs right after a producer
+//! that releases its dependents at entry and writes the input 20 us later; the results must equal
+//! the host reference of the late input. A probe prints when a dependent started and what it read
+//! before its wait. On the H200 of 2026-11-30 dependents started only after the producer had
+//! finished (27.8 us), so there these checks could not catch a missing wait (docs/gpu-tests.md).
 #include "quantize_check.cuh"
 
 #include <cstdio>
@@ -17,8 +19,15 @@ using namespace quads;
 using namespace quads::gpu_test;
 using bf16 = __nv_bfloat16;
 
-//! Launched programmatically after `late_copy_kernel`; reads `x[0]` without waiting.
-__global__ void probe_kernel(const unsigned char* x, unsigned char* seen) { seen[0] = x[0]; }
+//! Launched programmatically after `late_copy_kernel`: records its start time and `x[0]` before
+//! and after its `griddepcontrol.wait` (a kernel without the wait measured as if it had one).
+__global__ void probe_kernel(const unsigned char* x, unsigned char* seen,
+                             unsigned long long* started) {
+  *started = global_ns();
+  seen[0] = *static_cast<const volatile unsigned char*>(x);
+  kernels::detail::pdl_wait();
+  seen[1] = *static_cast<const volatile unsigned char*>(x);
+}
 
 } // namespace
 
@@ -26,18 +35,24 @@ TEST_SUITE("gpu.pdl") {
   TEST_CASE("sm90: programmatic launches wait for the previous kernel") {
     cudaStream_t stream = nullptr;
     REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
-    device_buffer<unsigned char> src(1 << 16, 0x11), dst(1 << 16, 0x22), seen(1, 0);
-    late_copy(src, dst, stream);
+    device_buffer<unsigned char> src(1 << 16, 0x11), dst(1 << 16, 0x22), seen(2, 0);
+    device_buffer<unsigned long long> times(2, 0);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess); // the fills ran (the stream is non-blocking)
+    late_copy(src, dst, stream, times.ptr);
     REQUIRE(kernels::detail::launch_kernel(true, probe_kernel, dim3(1), dim3(1), stream,
-                                           static_cast<const unsigned char*>(dst.ptr),
-                                           seen.ptr) == cudaSuccess);
+                                           static_cast<const unsigned char*>(dst.ptr), seen.ptr,
+                                           times.ptr + 1) == cudaSuccess);
     REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
-    const unsigned char got = seen.download(1)[0];
-    CHECK((got == 0x22 || got == 0x11));
+    const auto got = seen.download(2);
+    const auto t = times.download(2);
+    CHECK((got[0] == 0x22 || got[0] == 0x11));
+    CHECK(got[1] == 0x11); // after the wait: always the producer's bytes
     // printed, not asserted: whether the device starts a dependent early is its choice
-    std::printf("gpu.pdl: a programmatic dependent that does not wait %s\n",
-                got == 0x22 ? "started early (saw the old bytes): the checks below can fail"
-                            : "started late on this device: the checks below cannot tell");
+    std::printf("gpu.pdl: a programmatic dependent started %.1f us after the producer (which "
+                "writes at 20 us) and before its wait %s\n",
+                1e-3 * static_cast<double>(static_cast<long long>(t[1] - t[0])),
+                got[0] == 0x22 ? "saw the old bytes: the checks below can fail"
+                               : "saw the new bytes: the checks below cannot tell");
     cudaStreamDestroy(stream);
 
     const std::uint64_t s0 = seed();

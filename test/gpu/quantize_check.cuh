@@ -22,11 +22,14 @@ __device__ inline unsigned long long global_ns() {
 
 //! A producer that lets the next programmatic launch start at once (`pdl_release` at entry),
 //! waits `ns` nanoseconds, then copies `n` bytes `src` -> `dst`: a dependent that touched `dst`
-//! before its `griddepcontrol.wait` would see (or overwrite) the old bytes.
+//! before its `griddepcontrol.wait` would see (or overwrite) the old bytes. `started`: where CTA
+//! 0 records its start time, if not null.
 static __global__ void late_copy_kernel(const unsigned char* src, unsigned char* dst, std::size_t n,
-                                        unsigned long long ns) {
+                                        unsigned long long ns, unsigned long long* started) {
   kernels::detail::pdl_release();
+  kernels::detail::pdl_wait(); // launched programmatically itself (nothing before it in flight)
   const unsigned long long t0 = global_ns();
+  if (started != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *started = t0;
   while (global_ns() - t0 < ns) {
   }
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
@@ -36,11 +39,13 @@ static __global__ void late_copy_kernel(const unsigned char* src, unsigned char*
 
 //! Enqueues `late_copy_kernel` on a few CTAs (room on every SM for the dependent's CTAs), 20 us.
 template <class T>
-void late_copy(const device_buffer<T>& src, device_buffer<T>& dst, cudaStream_t stream) {
-  late_copy_kernel<<<16, 256, 0, stream>>>(reinterpret_cast<const unsigned char*>(src.ptr),
-                                           reinterpret_cast<unsigned char*>(dst.ptr),
-                                           src.n * sizeof(T), 20000ull);
-  REQUIRE(cudaGetLastError() == cudaSuccess);
+void late_copy(const device_buffer<T>& src, device_buffer<T>& dst, cudaStream_t stream,
+               unsigned long long* started = nullptr) {
+  // programmatic itself, as the launchers' kernels are when they follow each other
+  REQUIRE(kernels::detail::launch_kernel(true, late_copy_kernel, dim3(16), dim3(256), stream,
+                                         reinterpret_cast<const unsigned char*>(src.ptr),
+                                         reinterpret_cast<unsigned char*>(dst.ptr),
+                                         src.n * sizeof(T), 20000ull, started) == cudaSuccess);
 }
 
 struct shape3 {
@@ -108,7 +113,10 @@ void check_quantize(shape3 sh, input_kind kind, std::uint64_t s, int variant, bo
   cudaStream_t stream = nullptr;
   std::optional<device_buffer<T>> staged; // late_input: the real input, copied late
   const auto produce = [&] {
-    if (late_input) late_copy(*staged, dx, stream);
+    if (!late_input) return;
+    // the buffers' fills and uploads ran on the legacy stream, which this one does not wait for
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    late_copy(*staged, dx, stream);
   };
   if (late_input) {
     REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);

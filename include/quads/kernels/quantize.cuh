@@ -607,7 +607,8 @@ QUADS_DEVICE_API void write_padding(const Sink& sink, int e, std::uint32_t first
 
 //! The block kernel's body: grid-stride over the blocks of expert `blockIdx.y`, `U` blocks per
 //! thread and iteration (`enqueue_block` takes 1 when a block per thread fits in one wave).
-template <class Quantizer, class T, class Sink, bool Fast, int U>
+//! `Pipelined` (turbo path, U = 1): the next block is loaded before the current one is encoded.
+template <class Quantizer, class T, class Sink, bool Fast, int U, bool Pipelined = false>
 QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                                         std::int64_t row_stride, std::int64_t expert_stride,
                                         scale_source<Quantizer> src, Sink sink,
@@ -640,6 +641,40 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
   // the first lines are in flight instead of after the last store (small calls' latency)
   write_padding(sink, e, first, stride);
   if constexpr (turbo) tc = make_turbo_ctx<Quantizer>(ts, turbo_tab);
+  if constexpr (turbo && Pipelined) {
+    static_assert(U == 1);
+    if (tc.ok) {
+      raw_block<T, B> next[1];
+      std::uint32_t n_row = 0, n_kb = 0;
+      const auto fetch = [&](std::uint32_t at) {
+        nkb.divmod(at, n_row, n_kb);
+        load_raw<T, B>(xe + n_row * row_stride + static_cast<std::int64_t>(n_kb) * B, next[0]);
+      };
+      if (first < total) fetch(first);
+      for (std::uint32_t u = first; u < total; u += stride) {
+        const raw_block<T, B> raw[1] = {next[0]};
+        const std::uint32_t row = n_row, kb = n_kb;
+        if (u + stride < total) fetch(u + stride);
+        block_words<B> q[1];
+        float vals[1][B];
+        if (turbo_blocks<Quantizer, T, 1, !Sink::wants_values, Sink::wants_values,
+                         pack_mul::constant>(raw, tc, q, vals)) {
+          if constexpr (Sink::wants_values)
+            sink.put_values(e, static_cast<int>(row), static_cast<int>(kb), vals[0], raw[0]);
+          else
+            sink.put(e, static_cast<int>(row), static_cast<int>(kb), q[0], ts);
+        } else {
+          float v[1][B];
+          widen(raw[0], v[0]);
+          const std::uint64_t index[1] = {
+              (static_cast<std::uint64_t>(e) * rows + row) * nkb.divisor + kb};
+          quantize_blocks<Quantizer, 1, Fast>(v, ts, seed, index, q);
+          sink.put(e, static_cast<int>(row), static_cast<int>(kb), q[0], ts);
+        }
+      }
+      return;
+    }
+  }
   for (std::uint32_t u = first; u < total; u += U * stride) {
     raw_block<T, B> raw[U];
     std::uint32_t row[U], kb[U];
@@ -709,13 +744,13 @@ __global__ void __launch_bounds__(block_threads)
 //! kernel because a bound made ptxas spend more registers on the other instantiations (fp32
 //! input 40 -> 67, MXFP4 63 -> 112).
 template <class Quantizer, class T, class Sink, int MinBlocks = 3,
-          int U = blocks_per_iteration<T, Quantizer::block_size>>
+          int U = blocks_per_iteration<T, Quantizer::block_size>, bool Pipelined = false>
 __global__ void __launch_bounds__(block_threads, MinBlocks)
     block_kernel_turbo(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                        std::int64_t row_stride, std::int64_t expert_stride,
                        scale_source<Quantizer> src, Sink sink, std::uint64_t seed) {
-  block_kernel_body<Quantizer, T, Sink, true, U>(x, nkb, total, rows, row_stride, expert_stride,
-                                                 src, sink, seed);
+  block_kernel_body<Quantizer, T, Sink, true, U, Pipelined>(x, nkb, total, rows, row_stride,
+                                                            expert_stride, src, sink, seed);
 }
 
 //! The block kernel to launch (only the chosen one is instantiated), `U` blocks per iteration.
@@ -1242,9 +1277,11 @@ inline void enqueue_row(const Producer& p, const tensor_shape& s, int padded_row
 //! Enqueues the block kernel (or the pair kernel). `PairMinBlocks` / `TurboMinBlocks`: resident
 //! CTAs per SM asked of ptxas for the pair kernel / the turbo block kernel (benchmark variants;
 //! 0: no request, which is not the same as 1: ptxas then caps registers by its own heuristic).
-//! The turbo block kernel asks for 2 CTAs (125 registers): QDQ at 8192 x 8192 bf16 took 71.7 /
-//! 71.9 us with 2 against 74.2 / 74.3 us with 3 (87.8 / 87.7 % against 84.8 / 84.9 % of copy
-//! bandwidth, H200 runs of 2026-11-30 07:50 and 08:08 UTC; docs/benchmarks.md).
+//! The turbo block kernel asks for 2 CTAs (125 registers: QDQ at 8192 x 8192 bf16 took 71.7 /
+//! 71.9 us with 2 against 74.2 / 74.3 us with 3, H200 runs of 2026-11-30 07:50 and 08:08 UTC;
+//! docs/benchmarks.md). QDQ calls beyond one wave take the pipelined one-block kernel instead
+//! (3 CTAs of 80 registers, the next block in flight): 8192 x 8192 bf16 71.5 -> 70.7 us,
+//! 16384 x 16384 273.4 -> 269.9 us, 4096 x 4096 20.6 -> 21.0 us (H200, 2026-11-30 15:45 UTC).
 template <class Quantizer, int PairMinBlocks = 0, int TurboMinBlocks = 2, class T, class Sink>
 inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<Quantizer>& src,
                           const Sink& sink, std::uint64_t seed, cudaStream_t stream) {
@@ -1310,6 +1347,18 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
     if (total <= one_wave) {
       launch_small(kernel_constant<block_kernel_for<Quantizer, T, Sink, TurboMinBlocks, 1>()>{},
                    total, seed);
+      return;
+    }
+  }
+  if constexpr (turbo_applies<Quantizer, T> && fast_path_applies<Quantizer> && Sink::wants_values) {
+    // QDQ beyond one wave: one block per thread with the next one in flight
+    if (total > one_wave) {
+      constexpr auto k = block_kernel_turbo<Quantizer, T, Sink, 3, 1, true>;
+      const unsigned gx = grid_for<k>(
+          block_threads, std::max<std::uint64_t>(total, sink.pad_count()), 8, s.experts);
+      (void)launch_kernel(!small, k, dim3(gx, static_cast<unsigned>(s.experts)),
+                          dim3(block_threads), stream, x, fast_divmod(nkb), total, s.rows,
+                          s.rstride(), s.estride(), src, sink, seed);
       return;
     }
   }
