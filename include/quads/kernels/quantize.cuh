@@ -870,40 +870,42 @@ QUADS_DEVICE_API void turbo_pair(const raw_pair<T, Quantizer::block_size>& in, c
 }
 
 //! Whether the pair kernel walks row octets (`pair_octet_walk`): swizzled scales, rows of a
-//! multiple of 8 blocks (no padding columns), 4-byte aligned scales.
+//! multiple of 16 blocks (no padding columns), 4-byte aligned scales.
 template <class Sink>
 QUADS_DEVICE_API bool octet_walk_applies(const Sink& sink) {
   if constexpr (Sink::pads)
-    return sink.nkb % 8 == 0 && reinterpret_cast<std::uintptr_t>(sink.scales) % 4 == 0;
+    return sink.nkb % 16 == 0 && reinterpret_cast<std::uintptr_t>(sink.scales) % 4 == 0;
   else
     return (void)sink, false;
 }
 
-//! Step `u` of the octet walk as (row octet, 8-block step of the row): `npk` = block pairs per
-//! row, a multiple of 4, so `4 u = oct * npk + 4 span` (one multiply-high, no second divisor).
+//! Unit `u` of the octet walk as (row octet, 16-block span of the row): `npk` = block pairs per
+//! row, a multiple of 8, so `8 u = oct * npk + 8 span` (one multiply-high, no second divisor).
 QUADS_DEVICE_API void octet_step(const fast_divmod& npk, std::uint32_t u, std::uint32_t& oct,
                                  std::uint32_t& span) {
-  std::uint32_t r4;
-  npk.divmod(4u * u, oct, r4);
-  span = r4 >> 2;
+  std::uint32_t r8;
+  npk.divmod(8u * u, oct, r8);
+  span = r8 >> 3;
 }
 
-//! Row and block pair of `lane` in the octet walk's step (`oct`, `span`): row octet `oct`
-//! (8 rows of a 128-row tile whose scales share 32-byte sectors), 8-block step `span` of a row.
+//! Row and block pair of `lane` in the first half of unit (`oct`, `span`): row `lane / 8` of
+//! the octet's first four rows (8 rows of a 128-row tile whose scales share 32-byte sectors:
+//! r and r + 1 (r even) of each 32-row quarter), block pair `lane % 8` of the span. The second
+//! half takes the row 64 below (octet row `lane / 8 + 4`), same pair.
 QUADS_DEVICE_API void octet_position(std::uint32_t oct, std::uint32_t span, std::uint32_t lane,
                                      std::uint32_t& row, std::uint32_t& kp) {
-  const std::uint32_t orow = lane >> 2;
-  row = (oct >> 4) * 128u + (oct & 15u) * 2u + (orow & 1u) + (orow >> 1) * 32u;
-  kp = 4u * span + (lane & 3u);
+  const std::uint32_t rq = lane >> 3;
+  row = (oct >> 4) * 128u + (oct & 15u) * 2u + (rq & 1u) + (rq >> 1) * 32u;
+  kp = 8u * span + (lane & 7u);
 }
 
 //! The turbo pair loop for swizzled scales (`octet_walk_applies`). A 32-byte sector of the
 //! 128 x 4 layout holds 4 scale columns of 8 rows: r and r + 1 (r even) of each 32-row quarter of
-//! a 128-row tile. Each warp takes such a row octet x 8 blocks per step (lane: row `lane / 4`
-//! of the octet, block pair `lane % 4`), so that after one shuffle 16 lanes store two whole
-//! sectors in one instruction; the row-major walk stores 2 bytes into each of 16 sectors per
-//! warp instruction (16 partially written lines where a linear layout writes one). The
-//! padding rows of the last tile store their zero scales in the same walk.
+//! a 128-row tile. Each warp takes such a row octet x 16 blocks per unit, in two halves of four
+//! rows x 8 block pairs (a warp's code store: 4 rows x 128 contiguous bytes); after one shuffle
+//! every lane holds one row's 4 scale bytes of a sector and the warp stores four whole sectors
+//! in one instruction (the row-major walk stores 2 bytes into each of 16 sectors per warp
+//! instruction). The padding rows of the last tile store their zero scales in the same walk.
 template <class Quantizer, class T, class Sink>
 QUADS_DEVICE_API void pair_octet_walk(const T* xe, fast_divmod npk_div, std::int64_t row_stride,
                                       int e, const Sink& sink, const turbo_ctx& tc, tensor_scale ts,
@@ -911,46 +913,59 @@ QUADS_DEVICE_API void pair_octet_walk(const T* xe, fast_divmod npk_div, std::int
                                       std::uint32_t stride) {
   constexpr int B = Quantizer::block_size;
   const std::uint32_t lane = threadIdx.x & 31u;
-  const std::uint32_t orow = lane >> 2, kq = lane & 3u;
+  const std::uint32_t rq = lane >> 3, slot = lane & 7u;
   const std::uint32_t rows = static_cast<std::uint32_t>(sink.rows);
   const std::uint32_t ct = static_cast<std::uint32_t>(sink.layout.col_tiles());
   const std::uint32_t npk = npk_div.divisor;
-  const std::uint32_t units = static_cast<std::uint32_t>(sink.layout.row_tiles()) * 16u * (npk / 4);
+  const std::uint32_t units = static_cast<std::uint32_t>(sink.layout.row_tiles()) * 16u * (npk / 8);
   std::uint8_t* codes_e =
       sink.data + static_cast<std::size_t>(e) * rows * static_cast<std::size_t>(npk) * 16u;
   std::uint8_t* scales_e = sink.scales + static_cast<std::size_t>(e) * sink.layout_size;
-  // warp-uniform: every lane of a warp has the same `u` (the shuffle needs all 32); the next
-  // step's pair is loaded before this one is quantized (two pairs in flight per lane)
+  // One pair per lane and half unit, the next half's pair loaded before this one is quantized
+  // (two pairs in flight per lane). Warp-uniform: every lane of a warp has the same `u`.
+  const auto load_at = [&](std::uint32_t row, std::uint32_t kp, raw_pair<T, B>& r) {
+    if (row < rows) load_pair(xe + row * row_stride + static_cast<std::int64_t>(kp) * (2 * B), r);
+  };
+  // quantizes the pair of `row` (codes stored); its two scale bytes, zero for a padding row
+  const auto encode = [&](const raw_pair<T, B>& in, std::uint32_t row,
+                          std::uint32_t kp) -> std::uint32_t {
+    if (row >= rows) return 0u;
+    block_words<B> q[2];
+    turbo_pair<Quantizer>(in, tc, ts, seed,
+                          (static_cast<std::uint64_t>(e) * rows + row) * (2u * npk) + 2u * kp, q);
+    *reinterpret_cast<uint4*>(codes_e + (static_cast<std::size_t>(row) * npk + kp) * 16u) =
+        make_uint4(q[0].w[0], q[0].w[1], q[1].w[0], q[1].w[1]);
+    return q[0].scale | (q[1].scale << 8);
+  };
   std::uint32_t u = first / 32u;
   const std::uint32_t du = stride / 32u;
-  std::uint32_t n_oct = 0, n_span = 0, n_row = rows, n_kp = 0;
+  std::uint32_t oct = 0, span = 0, row = rows, kp = 0;
   raw_pair<T, B> next;
-  const auto fetch = [&](std::uint32_t at) {
-    octet_step(npk_div, at, n_oct, n_span);
-    octet_position(n_oct, n_span, lane, n_row, n_kp);
-    if (n_row < rows)
-      load_pair(xe + n_row * row_stride + static_cast<std::int64_t>(n_kp) * (2 * B), next);
-  };
-  if (u < units) fetch(u);
+  if (u < units) {
+    octet_step(npk_div, u, oct, span);
+    octet_position(oct, span, lane, row, kp);
+    load_at(row, kp, next);
+  }
   for (; u < units; u += du) {
-    const std::uint32_t oct = n_oct, span = n_span, row = n_row, kp = n_kp;
-    const raw_pair<T, B> cur = next;
-    if (u + du < units) fetch(u + du);
-    std::uint32_t sc = 0; // this lane's two scale bytes (zero for a padding row)
-    if (row < rows) {
-      block_words<B> q[2];
-      turbo_pair<Quantizer>(cur, tc, ts, seed,
-                            (static_cast<std::uint64_t>(e) * rows + row) * (2u * npk) + 2u * kp, q);
-      *reinterpret_cast<uint4*>(codes_e + (static_cast<std::size_t>(row) * npk + kp) * 16u) =
-          make_uint4(q[0].w[0], q[0].w[1], q[1].w[0], q[1].w[1]);
-      sc = q[0].scale | (q[1].scale << 8);
+    const std::uint32_t c_oct = oct, c_span = span, c_row = row, c_kp = kp;
+    raw_pair<T, B> cur = next;
+    load_at(c_row + 64u, c_kp, next); // second half: octet row rq + 4
+    const std::uint32_t sa = encode(cur, c_row, c_kp);
+    cur = next;
+    if (u + du < units) {
+      octet_step(npk_div, u + du, oct, span);
+      octet_position(oct, span, lane, row, kp);
+      load_at(row, kp, next);
     }
-    const std::uint32_t hi = __shfl_down_sync(0xffffffffu, sc, 1);
-    if ((kq & 1u) == 0) {
-      const std::uint32_t atom = (oct >> 4) * ct + 2u * span + (kq >> 1);
-      *reinterpret_cast<std::uint32_t*>(scales_e + atom * 512u + (oct & 15u) * 32u +
-                                        (orow & 1u) * 16u + (orow >> 1) * 4u) = sc | (hi << 16);
-    }
+    const std::uint32_t sb = encode(cur, c_row + 64u, c_kp);
+    // a sector's row word: columns 0-1 from the even slot, 2-3 from the odd one; the even lane
+    // writes octet row rq, the odd lane octet row rq + 4
+    const bool odd = (slot & 1u) != 0;
+    const std::uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? sa : sb, 1);
+    const std::uint32_t word = odd ? (got | (sb << 16)) : (sa | (got << 16));
+    const std::uint32_t atom = (c_oct >> 4) * ct + 4u * c_span + (slot >> 1);
+    *reinterpret_cast<std::uint32_t*>(scales_e + atom * 512u + (c_oct & 15u) * 32u +
+                                      (rq & 1u) * 16u + ((rq >> 1) + (odd ? 2u : 0u)) * 4u) = word;
   }
 }
 
