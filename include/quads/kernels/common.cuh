@@ -13,7 +13,8 @@
 //! - `cudaErrorNoKernelImageForDevice` gets a message naming the build option (`gpu_arch`).
 //! Launchers never synchronise: no `cudaDeviceSynchronize`, no blocking copies; they only call
 //! `cudaMemsetAsync` on the given stream where documented, and the cheap attribute queries
-//! `cudaGetDevice` / `cudaDeviceGetAttribute` (cached per device).
+//! `cudaGetDevice` / `cudaDeviceGetAttribute` (cached per device). Some kernels are launched
+//! programmatically (`launch_kernel`); they wait for the previous kernel before touching memory.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -299,10 +300,9 @@ QUADS_DEVICE_API void widen(const raw_block<T, N>& r, float (&v)[N]) {
   }
 }
 
-//! Stores `N` fp32 values as `T` (RNE) with 16-byte stores (destination 16-byte aligned).
+//! `N` fp32 values as `T` (RNE), packed into 16-byte words.
 template <class T, int N>
-QUADS_DEVICE_API void store_narrow(T* p, const float (&v)[N]) {
-  raw_block<T, N> r;
+QUADS_DEVICE_API void narrow_words(const float (&v)[N], raw_block<T, N>& r) {
 #pragma unroll
   for (int i = 0; i < raw_block<T, N>::words; ++i) {
     std::uint32_t u[4];
@@ -321,6 +321,13 @@ QUADS_DEVICE_API void store_narrow(T* p, const float (&v)[N]) {
     }
     r.w[i] = make_uint4(u[0], u[1], u[2], u[3]);
   }
+}
+
+//! Stores `N` fp32 values as `T` (RNE) with 16-byte stores (destination 16-byte aligned).
+template <class T, int N>
+QUADS_DEVICE_API void store_narrow(T* p, const float (&v)[N]) {
+  raw_block<T, N> r;
+  narrow_words<T, N>(v, r);
   uint4* q = reinterpret_cast<uint4*>(p);
 #pragma unroll
   for (int i = 0; i < raw_block<T, N>::words; ++i)

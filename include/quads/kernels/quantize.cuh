@@ -522,6 +522,7 @@ struct quant_sink {
 //! Writes `dequantize(quantize(x))` as `TOut` (RNE from the fp32 dequantized value).
 template <class Quantizer, class TOut>
 struct qdq_sink {
+  using value_type = TOut;
   static constexpr int B = Quantizer::block_size;
   static constexpr bool pads = false;
   TOut* y;
@@ -539,31 +540,40 @@ struct qdq_sink {
   //! bit ORed in is the cast of the signed value).
   static constexpr bool wants_values = true;
   template <class TIn>
-  QUADS_DEVICE_API void put_values(int e, int r, int kb, const float (&v)[B],
-                                   const raw_block<TIn, B>& raw) const {
+  QUADS_DEVICE_API static void value_words(const float (&v)[B], const raw_block<TIn, B>& raw,
+                                           raw_block<TOut, B>& o) {
     static_assert(sizeof(TIn) == 2 && sizeof(TOut) == 2);
-    uint4 o[B / 8];
+    narrow_words<TOut, B>(v, o);
 #pragma unroll
     for (int i = 0; i < B / 8; ++i) {
-      std::uint32_t u[4];
-      const std::uint32_t sgn[4] = {raw.w[i].x, raw.w[i].y, raw.w[i].z, raw.w[i].w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const TOut lo = from_float<TOut>(v[8 * i + 2 * j]);
-        const TOut hi = from_float<TOut>(v[8 * i + 2 * j + 1]);
-        u[j] = (static_cast<std::uint32_t>(*reinterpret_cast<const unsigned short*>(&lo)) |
-                (static_cast<std::uint32_t>(*reinterpret_cast<const unsigned short*>(&hi)) << 16)) |
-               (sgn[j] & 0x80008000u);
-      }
-      o[i] = make_uint4(u[0], u[1], u[2], u[3]);
+      o.w[i].x |= raw.w[i].x & 0x80008000u;
+      o.w[i].y |= raw.w[i].y & 0x80008000u;
+      o.w[i].z |= raw.w[i].z & 0x80008000u;
+      o.w[i].w |= raw.w[i].w & 0x80008000u;
     }
-    uint4* q = reinterpret_cast<uint4*>(y + e * expert_stride + r * row_stride +
-                                        static_cast<std::int64_t>(kb) * B);
+  }
+  //! The output words of a block that the turbo path refused (generic quantizer).
+  QUADS_DEVICE_API static void code_words(const block_words<B>& q, tensor_scale ts,
+                                          raw_block<TOut, B>& o) {
+    float v[B];
+    dequantize_block<Quantizer>(q, ts, v);
+    narrow_words<TOut, B>(v, o);
+  }
+  //! One 16-byte store (ptxas split plain uint4 stores).
+  QUADS_DEVICE_API static void store_word(TOut* p, uint4 w) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w.x), "r"(w.y), "r"(w.z),
+                 "r"(w.w)
+                 : "memory");
+  }
+  template <class TIn>
+  QUADS_DEVICE_API void put_values(int e, int r, int kb, const float (&v)[B],
+                                   const raw_block<TIn, B>& raw) const {
+    raw_block<TOut, B> o;
+    value_words(v, raw, o);
+    TOut* p = y + e * expert_stride + r * row_stride + static_cast<std::int64_t>(kb) * B;
 #pragma unroll
-    for (int i = 0; i < B / 8; ++i) // one 16-byte store each (ptxas split plain uint4 stores)
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(q + i), "r"(o[i].x),
-                   "r"(o[i].y), "r"(o[i].z), "r"(o[i].w)
-                   : "memory");
+    for (int i = 0; i < B / 8; ++i)
+      store_word(p + 8 * i, o.w[i]);
   }
   //! No pair kernel: measured about 20% slower for QDQ on the H200 at 8192 x 8192 bf16 than
   //! the block kernel (the pair QDQ kernel needs 64 registers).
@@ -641,6 +651,56 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
   // the first lines are in flight instead of after the last store (small calls' latency)
   write_padding(sink, e, first, stride);
   if constexpr (turbo) tc = make_turbo_ctx<Quantizer>(ts, turbo_tab);
+  if constexpr (turbo && Pipelined && Sink::wants_values && B == 16) {
+    // QDQ of packed rows: a warp's 32 consecutive blocks (1 KB of output) leave through shared
+    // memory as two 512-byte contiguous warp stores (a lane's own block would take two stores of
+    // 16 bytes at a 32-byte stride, twice the L2 write requests)
+    if (tc.ok && sink.row_stride == static_cast<std::int64_t>(nkb.divisor) * B) {
+      __shared__ uint4 stage[block_threads / 32][64];
+      uint4* st = stage[threadIdx.x >> 5];
+      const std::uint32_t lane = threadIdx.x & 31u;
+      typename Sink::value_type* ye = sink.y + e * sink.expert_stride;
+      raw_block<T, B> next;
+      std::uint32_t n_row = 0, n_kb = 0;
+      const auto fetch = [&](std::uint32_t at) {
+        nkb.divmod(at, n_row, n_kb);
+        load_raw<T, B>(xe + n_row * row_stride + static_cast<std::int64_t>(n_kb) * B, next);
+      };
+      if (first < total) fetch(first);
+      // warp-uniform trip count (the stage is shared by the warp)
+      for (std::uint32_t u = first; __any_sync(0xffffffffu, u < total); u += stride) {
+        const raw_block<T, B> raw[1] = {next};
+        const std::uint32_t row = n_row, kb = n_kb;
+        if (u + stride < total) fetch(u + stride);
+        raw_block<typename Sink::value_type, B> o{};
+        if (u < total) {
+          block_words<B> q[1];
+          float vals[1][B];
+          if (turbo_blocks<Quantizer, T, 1, false, true, pack_mul::constant>(raw, tc, q, vals)) {
+            Sink::value_words(vals[0], raw[0], o);
+          } else {
+            float v[1][B];
+            widen(raw[0], v[0]);
+            const std::uint64_t index[1] = {
+                (static_cast<std::uint64_t>(e) * rows + row) * nkb.divisor + kb};
+            quantize_blocks<Quantizer, 1, Fast>(v, ts, seed, index, q);
+            Sink::code_words(q[0], ts, o);
+          }
+        }
+        st[2 * lane] = o.w[0];
+        st[2 * lane + 1] = o.w[1];
+        __syncwarp();
+        // word h * 32 + lane of the warp's span: block (u - lane) + h * 16 + lane / 2
+#pragma unroll
+        for (std::uint32_t h = 0; h < 2; ++h)
+          if (u - lane + h * 16u + (lane >> 1) < total)
+            Sink::store_word(ye + static_cast<std::size_t>(u - lane) * B + (h * 32u + lane) * 8u,
+                             st[h * 32u + lane]);
+        __syncwarp();
+      }
+      return;
+    }
+  }
   if constexpr (turbo && Pipelined) {
     static_assert(U == 1);
     if (tc.ok) {
