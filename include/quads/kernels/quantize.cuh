@@ -651,12 +651,14 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
   // the first lines are in flight instead of after the last store (small calls' latency)
   write_padding(sink, e, first, stride);
   if constexpr (turbo) tc = make_turbo_ctx<Quantizer>(ts, turbo_tab);
-  if constexpr (turbo && Pipelined && Sink::wants_values && B == 16) {
-    // QDQ of packed rows: a warp's 32 consecutive blocks (1 KB of output) leave through shared
-    // memory as two 512-byte contiguous warp stores (a lane's own block would take two stores of
-    // 16 bytes at a 32-byte stride, twice the L2 write requests)
-    if (tc.ok && sink.row_stride == static_cast<std::int64_t>(nkb.divisor) * B) {
+  if constexpr (turbo && Pipelined) {
+    static_assert(U == 1 && Sink::wants_values && B == 16, "the pipelined loop serves QDQ");
+    if (tc.ok) {
+      // Packed rows: a warp's 32 consecutive blocks (1 KB of output) leave through shared memory
+      // as two 512-byte contiguous warp stores (a lane's own block takes two 16-byte stores at a
+      // 32-byte stride: twice the L2 write requests)
       __shared__ uint4 stage[block_threads / 32][64];
+      const bool staged = sink.row_stride == static_cast<std::int64_t>(nkb.divisor) * B;
       uint4* st = stage[threadIdx.x >> 5];
       const std::uint32_t lane = threadIdx.x & 31u;
       typename Sink::value_type* ye = sink.y + e * sink.expert_stride;
@@ -667,7 +669,8 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
         load_raw<T, B>(xe + n_row * row_stride + static_cast<std::int64_t>(n_kb) * B, next);
       };
       if (first < total) fetch(first);
-      // warp-uniform trip count (the stage is shared by the warp)
+      // the next block is loaded before this one is encoded; warp-uniform trip count (the stage
+      // is shared by the warp)
       for (std::uint32_t u = first; __any_sync(0xffffffffu, u < total); u += stride) {
         const raw_block<T, B> raw[1] = {next};
         const std::uint32_t row = n_row, kb = n_kb;
@@ -677,59 +680,33 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
           block_words<B> q[1];
           float vals[1][B];
           if (turbo_blocks<Quantizer, T, 1, false, true, pack_mul::constant>(raw, tc, q, vals)) {
-            Sink::value_words(vals[0], raw[0], o);
+            if (staged)
+              Sink::value_words(vals[0], raw[0], o);
+            else
+              sink.put_values(e, static_cast<int>(row), static_cast<int>(kb), vals[0], raw[0]);
           } else {
             float v[1][B];
             widen(raw[0], v[0]);
             const std::uint64_t index[1] = {
                 (static_cast<std::uint64_t>(e) * rows + row) * nkb.divisor + kb};
             quantize_blocks<Quantizer, 1, Fast>(v, ts, seed, index, q);
-            Sink::code_words(q[0], ts, o);
+            if (staged)
+              Sink::code_words(q[0], ts, o);
+            else
+              sink.put(e, static_cast<int>(row), static_cast<int>(kb), q[0], ts);
           }
         }
-        st[2 * lane] = o.w[0];
-        st[2 * lane + 1] = o.w[1];
-        __syncwarp();
-        // word h * 32 + lane of the warp's span: block (u - lane) + h * 16 + lane / 2
+        if (staged) {
+          st[2 * lane] = o.w[0];
+          st[2 * lane + 1] = o.w[1];
+          __syncwarp();
+          // word h * 32 + lane of the warp's span: block (u - lane) + h * 16 + lane / 2
 #pragma unroll
-        for (std::uint32_t h = 0; h < 2; ++h)
-          if (u - lane + h * 16u + (lane >> 1) < total)
-            Sink::store_word(ye + static_cast<std::size_t>(u - lane) * B + (h * 32u + lane) * 8u,
-                             st[h * 32u + lane]);
-        __syncwarp();
-      }
-      return;
-    }
-  }
-  if constexpr (turbo && Pipelined) {
-    static_assert(U == 1);
-    if (tc.ok) {
-      raw_block<T, B> next[1];
-      std::uint32_t n_row = 0, n_kb = 0;
-      const auto fetch = [&](std::uint32_t at) {
-        nkb.divmod(at, n_row, n_kb);
-        load_raw<T, B>(xe + n_row * row_stride + static_cast<std::int64_t>(n_kb) * B, next[0]);
-      };
-      if (first < total) fetch(first);
-      for (std::uint32_t u = first; u < total; u += stride) {
-        const raw_block<T, B> raw[1] = {next[0]};
-        const std::uint32_t row = n_row, kb = n_kb;
-        if (u + stride < total) fetch(u + stride);
-        block_words<B> q[1];
-        float vals[1][B];
-        if (turbo_blocks<Quantizer, T, 1, !Sink::wants_values, Sink::wants_values,
-                         pack_mul::constant>(raw, tc, q, vals)) {
-          if constexpr (Sink::wants_values)
-            sink.put_values(e, static_cast<int>(row), static_cast<int>(kb), vals[0], raw[0]);
-          else
-            sink.put(e, static_cast<int>(row), static_cast<int>(kb), q[0], ts);
-        } else {
-          float v[1][B];
-          widen(raw[0], v[0]);
-          const std::uint64_t index[1] = {
-              (static_cast<std::uint64_t>(e) * rows + row) * nkb.divisor + kb};
-          quantize_blocks<Quantizer, 1, Fast>(v, ts, seed, index, q);
-          sink.put(e, static_cast<int>(row), static_cast<int>(kb), q[0], ts);
+          for (std::uint32_t h = 0; h < 2; ++h)
+            if (u - lane + h * 16u + (lane >> 1) < total)
+              Sink::store_word(ye + static_cast<std::size_t>(u - lane) * B + (h * 32u + lane) * 8u,
+                               st[h * 32u + lane]);
+          __syncwarp();
         }
       }
       return;
