@@ -617,7 +617,9 @@ QUADS_DEVICE_API void write_padding(const Sink& sink, int e, std::uint32_t first
 
 //! The block kernel's body: grid-stride over the blocks of expert `blockIdx.y`, `U` blocks per
 //! thread and iteration (`enqueue_block` takes 1 when a block per thread fits in one wave).
-//! `Pipelined` (turbo path, U = 1): the next block is loaded before the current one is encoded.
+//! `Pipelined` (NVFP4 QDQ on the turbo path, U = 1, `enqueue_block` above one wave): the next
+//! block is loaded before the current one is encoded, and packed output rows are stored through
+//! shared memory.
 template <class Quantizer, class T, class Sink, bool Fast, int U, bool Pipelined = false>
 QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32_t total, int rows,
                                         std::int64_t row_stride, std::int64_t expert_stride,
