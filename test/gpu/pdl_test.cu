@@ -58,7 +58,7 @@ TEST_SUITE("gpu.pdl") {
     const std::uint64_t s0 = seed();
     using q_given = block_quantizer<nvfp4, quant_options{.global = global_scale::given}>;
     using q_row = block_quantizer<nvfp4, quant_options{.global = global_scale::per_row}>;
-    // 1 x 4096: one-block kernel; 512 x 4096: pair kernel (quantize), turbo block kernel (QDQ)
+    // 1 x 4096: one-block kernel; 512 x 4096: pair kernel (quantize), pipelined kernel (QDQ)
     for (const shape3 sh : {shape3{1, 1, 4096}, shape3{1, 512, 4096}, shape3{2, 300, 1024}}) {
       check_quantize<q_given, swizzled_128x4, bf16>(sh, input_kind::normal, s0 + 1, 0, true, 0,
                                                     true);
