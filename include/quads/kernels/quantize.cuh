@@ -390,6 +390,11 @@ QUADS_DEVICE_API void dequantize_block(const block_words<Quantizer::block_size>&
   }
 }
 
+//! The codes of two consecutive 16-element blocks as one 16-byte word (the first in the low half).
+QUADS_DEVICE_API uint4 pair_codes(const block_words<16> (&q)[2]) {
+  return make_uint4(q[0].w[0], q[0].w[1], q[1].w[0], q[1].w[1]);
+}
+
 //! Writes packed codes and scale bytes (and, for swizzled scales, the zero padding).
 template <class Format, class Layout>
 struct quant_sink {
@@ -429,8 +434,7 @@ struct quant_sink {
     if constexpr (B == 16) {
       const std::size_t blk =
           (static_cast<std::size_t>(e) * rows + r) * static_cast<std::size_t>(nkb) + kb;
-      *reinterpret_cast<uint4*>(data + blk * 8) =
-          make_uint4(q[0].w[0], q[0].w[1], q[1].w[0], q[1].w[1]);
+      *reinterpret_cast<uint4*>(data + blk * 8) = pair_codes(q);
       *reinterpret_cast<std::uint16_t*>(scales + static_cast<std::size_t>(e) * layout_size +
                                         nonneg_offset(layout, r, kb)) =
           static_cast<std::uint16_t>(q[0].scale | (q[1].scale << 8));
@@ -455,8 +459,7 @@ struct quant_sink {
                                   std::uint32_t r, std::uint32_t kb,
                                   const block_words<B> (&q)[2]) const {
     static_assert(B == 16);
-    *reinterpret_cast<uint4*>(codes_e + static_cast<std::size_t>(p) * 16u) =
-        make_uint4(q[0].w[0], q[0].w[1], q[1].w[0], q[1].w[1]);
+    *reinterpret_cast<uint4*>(codes_e + static_cast<std::size_t>(p) * 16u) = pair_codes(q);
     *reinterpret_cast<std::uint16_t*>(scales_e + scale_offset32(r, kb)) =
         static_cast<std::uint16_t>(q[0].scale | (q[1].scale << 8));
   }
@@ -973,7 +976,7 @@ QUADS_DEVICE_API void pair_octet_walk(const T* xe, fast_divmod npk_div, std::int
     turbo_pair<Quantizer>(in, tc, ts, seed,
                           (static_cast<std::uint64_t>(e) * rows + row) * (2u * npk) + 2u * kp, q);
     *reinterpret_cast<uint4*>(codes_e + (static_cast<std::size_t>(row) * npk + kp) * 16u) =
-        make_uint4(q[0].w[0], q[0].w[1], q[1].w[0], q[1].w[1]);
+        pair_codes(q);
     return q[0].scale | (q[1].scale << 8);
   };
   std::uint32_t u = first / 32u;
