@@ -62,10 +62,7 @@ __global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ d
 template <bool Pdl>
 __global__ void read4_write1_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                     std::size_t n_out) {
-  if constexpr (Pdl) {
-    kernels::detail::pdl_wait();
-    kernels::detail::pdl_release();
-  }
+  if constexpr (Pdl) kernels::detail::pdl_enter();
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n_out;
        i += stride) {
@@ -97,10 +94,7 @@ __global__ void read_kernel(const uint4* __restrict__ src, std::size_t n, unsign
 
 template <bool Pdl>
 __global__ void empty_kernel() {
-  if constexpr (Pdl) {
-    kernels::detail::pdl_wait();
-    kernels::detail::pdl_release();
-  }
+  if constexpr (Pdl) kernels::detail::pdl_enter();
 }
 
 int grid_for_stream() { return std::max(limits().sms, 1) * 4; }

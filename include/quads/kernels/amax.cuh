@@ -19,7 +19,6 @@
 
 #include <quads/kernels/common.cuh>
 
-
 #include <algorithm>
 
 namespace quads::kernels {

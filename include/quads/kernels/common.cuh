@@ -117,6 +117,13 @@ QUADS_DEVICE_API void pdl_release() {
 #endif
 }
 
+//! The start of a programmatically launched kernel: wait for the previous grids, then let the
+//! next programmatic launch place its CTAs.
+QUADS_DEVICE_API void pdl_enter() {
+  pdl_wait();
+  pdl_release();
+}
+
 //! Launches `kernel`, with the programmatic-stream-serialization attribute when `programmatic`
 //! is set (see above; the attribute is ignored before sm_90 and after predecessors that are not
 //! kernels).

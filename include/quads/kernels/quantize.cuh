@@ -630,8 +630,7 @@ QUADS_DEVICE_API void block_kernel_body(const T* x, fast_divmod nkb, std::uint32
                                         std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
-  pdl_wait(); // launched programmatically (`enqueue_block`)
-  pdl_release();
+  pdl_enter(); // launched programmatically above the small-call size (`enqueue_block`)
   const int e = static_cast<int>(blockIdx.y);
   const tensor_scale ts = src.get(e);
   if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
@@ -1022,8 +1021,7 @@ __global__ void __launch_bounds__(block_threads, MinBlocks)
                 std::uint64_t seed) {
   using F = typename Quantizer::format;
   constexpr int B = F::block_size;
-  pdl_wait(); // launched programmatically (`enqueue_block`)
-  pdl_release();
+  pdl_enter(); // launched programmatically above the small-call size (`enqueue_block`)
   const int e = static_cast<int>(blockIdx.y);
   const tensor_scale ts = src.get(e);
   if (src.out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) src.out[e] = ts;
@@ -1096,10 +1094,9 @@ __global__ void __launch_bounds__(block_threads, MinBlocks)
     std::uint32_t row, kp;
     npk.divmod(p, row, kp);
     const std::uint32_t kb = 2 * kp;
-    const T* src_row = xe + row * row_stride + static_cast<std::int64_t>(kb) * B;
-    raw_block<T, B> raw[2];
-    load_raw<T, B>(src_row, raw[0]);
-    load_raw<T, B>(src_row + B, raw[1]);
+    raw_pair<T, B> in;
+    load_pair(xe + row * row_stride + static_cast<std::int64_t>(kb) * B, in);
+    const raw_block<T, B>(&raw)[2] = in.b;
     block_words<B> q[2];
     float v[2][B];
     widen(raw[0], v[0]);
@@ -1349,8 +1346,9 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   // 156 us at 8192 x 8192 bf16), its Philox state per block is larger
   // small calls (at most 128 blocks per SM) take the block kernel with one block per thread:
   // twice the threads of the pair kernel, half the latency chain each (isolated-call latency)
-  const bool small = static_cast<std::uint64_t>(total) * static_cast<std::uint64_t>(s.experts) <=
-                     static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) * 128u;
+  const std::uint64_t sms = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132);
+  const bool small =
+      static_cast<std::uint64_t>(total) * static_cast<std::uint64_t>(s.experts) <= sms * 128u;
   // Larger calls start programmatically (`pdl_wait`): their CTAs take the SMs as the previous
   // kernel's CTAs retire. Back to back at 8192 x 8192 bf16 on the H200 (2026-11-30 15:22 UTC):
   // swizzled quantize 48.2 -> 47.2 us, QDQ 71.8 -> 70.9 us; isolated small calls measured
@@ -1376,7 +1374,7 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   constexpr auto kernel = block_kernel_for<Quantizer, T, Sink, TurboMinBlocks>();
   // one block per thread when that fits in one wave (small calls: shorter per-thread latency),
   // by the one-block instantiation (half the unrolled code of two, none of it idle)
-  const std::uint64_t one_wave = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) *
+  const std::uint64_t one_wave = sms *
                                  static_cast<std::uint64_t>(occupancy<kernel>(block_threads)) *
                                  block_threads / static_cast<std::uint64_t>(s.experts);
   const auto launch_small = [&](auto kernel, std::uint64_t items, auto... extra) {
@@ -1392,10 +1390,7 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   // 5.38 without (docs/benchmarks.md, "Small calls, sixth session").
   if constexpr (half_blocks_apply<Quantizer, T, Sink>) {
     // small calls only (as measured): at most 128 blocks per SM
-    const bool small_call =
-        static_cast<std::uint64_t>(total) * static_cast<std::uint64_t>(s.experts) <=
-        static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) * 128u;
-    if (small_call && 2ull * total <= one_wave) {
+    if (small && 2ull * total <= one_wave) {
       launch_small(kernel_constant<half_block_kernel<Quantizer, T, Sink>>{}, 2ull * total);
       return;
     }
@@ -1411,8 +1406,7 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
     // QDQ beyond one wave: one block per thread with the next one in flight
     if (total > one_wave) {
       constexpr auto k = block_kernel_turbo<Quantizer, T, Sink, 3, 1, true>;
-      const unsigned gx = grid_for<k>(
-          block_threads, std::max<std::uint64_t>(total, sink.pad_count()), 8, s.experts);
+      const unsigned gx = grid_for<k>(block_threads, total, 8, s.experts); // QDQ: no padding
       (void)launch_kernel(!small, k, dim3(gx, static_cast<unsigned>(s.experts)),
                           dim3(block_threads), stream, x, fast_divmod(nkb), total, s.rows,
                           s.rstride(), s.estride(), src, sink, seed);
