@@ -1,10 +1,11 @@
 // SPDX-FileCopyrightText: 2026 The quads authors
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief RAC's column kernel (no permutation, shared residual scale, NVFP4 turbo path, bf16 /
-//! fp16) against the host reference on the GPU suite's adversarial inputs (NaN, Inf, boundary
-//! values, scale underflow, zeros, raw bit patterns), for given and per-tensor x scales, both
-//! scale layouts, ratios 0 .. 100 % and K with fewer than 32 blocks or |S| not a multiple of 32.
+//! @brief RAC's pair kernel (even K / B) and column kernel (odd K / B), both for no permutation,
+//! shared residual scale, NVFP4 turbo path, bf16 / fp16, against the host reference on the GPU
+//! suite's adversarial inputs (NaN, Inf, boundary values, scale underflow, zeros, raw bit
+//! patterns), for given and per-tensor x scales, both scale layouts, ratios 0 .. 100 %, K with
+//! fewer than 32 blocks, |S| not a multiple of 32, and odd K' / B (unaligned rows).
 #include "gpu_test.cuh"
 
 #include <quads/compensation/compensation.hpp>
@@ -70,7 +71,11 @@ void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s) 
 
 template <class Quantizer, class Layout, class T, bool Rotate = false>
 void sweep(std::uint64_t s) {
-  const int shapes[][2] = {{1, 4096}, {37, 208}, {130, 1536}, {64, 16}, {300, 544}};
+  // even K / B takes the pair kernel: 1 x 4096 (8 full warp steps), 130 x 1536 (3 steps per
+  // row), 300 x 544 (17 pairs: a part step per row), 129 x 3104 (97 pairs: 4 steps, the last with
+  // one pair), 70 x 1056; odd K / B (13, 1 blocks) the column kernel
+  const int shapes[][2] = {{1, 4096},  {37, 208},   {130, 1536}, {64, 16},
+                           {300, 544}, {129, 3104}, {70, 1056}};
   const double ratios[] = {0.0, 0.125, 0.3, 0.5, 1.0};
   int i = 0;
   for (const auto kind : all_kinds)

@@ -497,8 +497,8 @@ QUADS_DEVICE_API bool rac_turbo_block(const kd::raw_block<T, 16>& raw, bool sele
     kd::widen(raw, v);
 #pragma unroll
     for (int i = 0; i < B; ++i) // x - decode(code): decode has x's sign (see turbo_blocks)
-      res[i] = quads::detail::add_rn(
-          v[i], -__uint_as_float(__float_as_uint(dq[0][i]) | (__float_as_uint(v[i]) & 0x80000000u)));
+      res[i] = quads::detail::add_rn(v[i], -__uint_as_float(__float_as_uint(dq[0][i]) |
+                                                            (__float_as_uint(v[i]) & 0x80000000u)));
     if (!kd::turbo_block_f32<Quantizer, P>(res, tc, qr)) {
       float rv[1][B];
 #pragma unroll
@@ -634,6 +634,185 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
   }
 }
 
+//! Words of one entry of `rac_pair_kernel`'s residual ring: x's raw block (8), Q(x)'s code words
+//! (2), the row, and `j | scale << 24`. A 12-word stride puts the 16-byte accesses of a quarter
+//! warp on distinct banks.
+inline constexpr int ring_entry_words = 12;
+//! Entries of a warp's ring: fewer than 32 wait after a step, and a step adds at most 64.
+inline constexpr int ring_entries = 96;
+
+//! Whether `rac_pair_kernel` applies (besides `rac_column_applies` and no permutation): fewer
+//! than half of the blocks selected, whole block pairs per row, 16-byte aligned codes, 8-byte
+//! aligned slot table, j in 24 bits (the ring's packing).
+//! From half on, the column kernel is as fast or faster: its residual reuses the dequantized
+//! values of the x encoder, where the pair kernel decodes Q(x) again (~150 instructions per
+//! block) and stages through the ring (bf16 8192 x 4096 on the H200, 2026-11-30 17:43 UTC, pair /
+//! column: 0 % 27.3 / 29.8 us, 12.5 % 34.2 / 39.7, 25 % 39.4 / 42.4, 50 % 46.8 / 46.9, 100 %
+//! 63.5 / 51.3; docs/rac.md).
+inline bool rac_pair_applies(int nkb, int nsel, const std::uint8_t* data, const int* slot) {
+  return 2 * nsel < nkb && nkb % 2 == 0 && nsel < (1 << 24) &&
+         ::quads::kernels::detail::aligned(data, 16) && ::quads::kernels::detail::aligned(slot, 8);
+}
+
+//! No permutation, `residual_scale::shared`, turbo path, even K / B, fewer than half of the
+//! blocks selected (`rac_pair_applies`; the default configuration's kernel there). A warp takes 32
+//! block pairs of a row per step (lane l: pair 32 s + l, a 64-byte load; the next step's pair and
+//! slot entries are loaded before this step is encoded), quantizes them as the plain quantize's
+//! pair kernel does and stores Q(x) as contiguous warp stores (512 bytes of codes, 64 of scales).
+//! Its selected blocks go, in block order, to a ring in shared memory (raw x, Q(x)); whenever 32
+//! are pending the warp's lanes take one each: decode Q(x)
+//! (`dequantize_block`, `Quantizer::decode`), residual `x - QDQ(x)`, the fp32 turbo block with
+//! x's scale (the kernels' fast block path for a NaN residual or an unusable table). Ring entries
+//! of a row have consecutive j, so the residual codes and scales also leave as contiguous warp
+//! stores, and no lane idles on a scattered selection. Rows with an odd `nkb + nsel` are not
+//! 16-byte aligned: their codes and scales leave as two 8-byte and two 1-byte stores.
+template <class Quantizer, class Layout, class T, int MinBlocks = 0>
+__global__ void __launch_bounds__(rac_threads, MinBlocks)
+    rac_pair_kernel(const T* x, std::int64_t row_stride, kd::fast_divmod seg_div,
+                    std::uint32_t units, const int* slot, scale_source<Quantizer> src,
+                    rac_writer<Quantizer, Layout> w) {
+  constexpr int B = Quantizer::block_size;
+  constexpr int E = ring_entry_words / 4; // 16-byte words per entry
+  __shared__ uint4 ring_mem[rac_threads / 32][ring_entries * E];
+  __shared__ float turbo_tab[kd::turbo_table_floats];
+  kd::pdl_enter(); // launched programmatically above the small-call size
+  const std::uint32_t lane = threadIdx.x & 31u;
+  uint4* ring = ring_mem[threadIdx.x >> 5];
+  const std::uint32_t npk = static_cast<std::uint32_t>(w.nkb) / 2;
+  const std::uint32_t row_bytes = static_cast<std::uint32_t>(w.nkb + w.nsel) * (B / 2);
+  const bool even = (w.nkb + w.nsel) % 2 == 0;
+  const int2* slot2 = reinterpret_cast<const int2*>(slot);
+  const auto position = [&](std::uint32_t u, std::uint32_t& row, std::uint32_t& kp) {
+    std::uint32_t s;
+    seg_div.divmod(u, row, s);
+    kp = 32u * s + lane;
+  };
+  const auto load = [&](std::uint32_t row, std::uint32_t kp, kd::raw_pair<T, B>& r, int2& j) {
+    if (kp < npk) {
+      kd::load_pair(x + row * row_stride + static_cast<std::int64_t>(kp) * (2 * B), r);
+      j = __ldg(slot2 + kp);
+    }
+  };
+  const std::uint32_t du = gridDim.x * (blockDim.x / 32u);
+  std::uint32_t u = blockIdx.x * (blockDim.x / 32u) + (threadIdx.x >> 5);
+  std::uint32_t row = 0, kp = npk;
+  kd::raw_pair<T, B> next;
+  int2 jn{-1, -1};
+  if (u < units) { // the first step's loads while the table is built
+    position(u, row, kp);
+    load(row, kp, next, jn);
+  }
+  const tensor_scale ts = src.x(0); // the residual shares x's scale
+  const kd::turbo_ctx tc = kd::make_turbo_ctx<Quantizer>(ts, turbo_tab); // synchronises
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (w.x_scales != nullptr) w.x_scales[0] = ts;
+    if (w.r_scales != nullptr) w.r_scales[0] = ts;
+  }
+  const auto put_pair = [&](std::uint32_t r, std::uint32_t k, const kd::block_words<B>(&q)[2]) {
+    std::uint8_t* codes = w.data + static_cast<std::size_t>(r) * row_bytes + k * 16u;
+    const int off = w.layout.offset(static_cast<int>(r), static_cast<int>(2 * k));
+    if (even) {
+      *reinterpret_cast<uint4*>(codes) = kd::pair_codes(q);
+      *reinterpret_cast<std::uint16_t*>(w.scales + off) =
+          static_cast<std::uint16_t>(q[0].scale | (q[1].scale << 8));
+    } else {
+      reinterpret_cast<uint2*>(codes)[0] = make_uint2(q[0].w[0], q[0].w[1]);
+      reinterpret_cast<uint2*>(codes)[1] = make_uint2(q[1].w[0], q[1].w[1]);
+      w.scales[off] = q[0].scale;
+      w.scales[w.layout.offset(static_cast<int>(r), static_cast<int>(2 * k + 1))] = q[1].scale;
+    }
+  };
+  // entry p: Q(r) of the block (x's raw words, Q(x)), stored at the row's residual slot j
+  const auto process = [&](int p) {
+    const uint4* e = ring + p * E;
+    kd::raw_block<T, B> raw;
+    raw.w[0] = e[0];
+    raw.w[1] = e[1];
+    const uint4 m = e[2];
+    kd::block_words<B> qx;
+    qx.w[0] = m.x;
+    qx.w[1] = m.y;
+    qx.scale = static_cast<std::uint8_t>(m.w >> 24);
+    const int r = static_cast<int>(m.z), j = static_cast<int>(m.w & 0xffffffu);
+    float v[B], dq[B], res[B];
+    kd::widen(raw, v);
+    kd::dequantize_block<Quantizer>(qx, ts, dq);
+#pragma unroll
+    for (int i = 0; i < B; ++i)
+      res[i] = quads::detail::add_rn(v[i], -dq[i]);
+    kd::block_words<B> qr;
+    if (!(tc.ok && kd::turbo_block_f32<Quantizer>(res, tc, qr))) {
+      float rv[1][B];
+#pragma unroll
+      for (int i = 0; i < B; ++i)
+        rv[0][i] = res[i];
+      const std::uint64_t idx[1] = {residual_block_index(w.rows, w.nkb, w.nsel, r, j)};
+      kd::block_words<B> b1[1];
+      kd::quantize_blocks<Quantizer, 1>(rv, ts, w.seed, idx, b1);
+      qr = b1[0];
+    }
+    *reinterpret_cast<uint2*>(w.data + static_cast<std::size_t>(r) * row_bytes +
+                              static_cast<std::uint32_t>(w.nkb + j) * (B / 2)) =
+        make_uint2(qr.w[0], qr.w[1]);
+    w.scales[w.layout.offset(r, w.nkb + j)] = qr.scale;
+  };
+  int head = 0, pending = 0; // warp-uniform ring state
+  for (; u < units; u += du) {
+    const kd::raw_pair<T, B> cur = next;
+    const int2 jc = jn;
+    const std::uint32_t rc = row, kc = kp;
+    if (u + du < units) {
+      position(u + du, row, kp);
+      load(row, kp, next, jn);
+    }
+    const bool in = kc < npk;
+    kd::block_words<B> q[2];
+    if (in) {
+      const std::uint64_t b0 =
+          static_cast<std::uint64_t>(rc) * static_cast<std::uint64_t>(w.nkb) + 2u * kc;
+      if (tc.ok) {
+        kd::turbo_pair<Quantizer>(cur, tc, ts, w.seed, b0, q);
+      } else {
+        float v[2][B];
+        kd::widen(cur.b[0], v[0]);
+        kd::widen(cur.b[1], v[1]);
+        const std::uint64_t idx[2] = {b0, b0 + 1};
+        kd::quantize_blocks<Quantizer, 2>(v, ts, w.seed, idx, q);
+      }
+      put_pair(rc, kc, q);
+    }
+    // selected blocks to the ring in block order (lane order, first block of a pair first)
+    const bool s0 = in && jc.x >= 0, s1 = in && jc.y >= 0;
+    const std::uint32_t m0 = __ballot_sync(0xffffffffu, s0), m1 = __ballot_sync(0xffffffffu, s1);
+    const std::uint32_t below = (1u << lane) - 1u;
+    int p = head + pending + __popc(m0 & below) + __popc(m1 & below);
+    const auto stage = [&](int at, const kd::raw_block<T, B>& raw, const kd::block_words<B>& qb,
+                           int j) {
+      uint4* e = ring + (at >= ring_entries ? at - ring_entries : at) * E;
+      e[0] = raw.w[0];
+      e[1] = raw.w[1];
+      e[2] =
+          make_uint4(qb.w[0], qb.w[1], rc,
+                     static_cast<std::uint32_t>(j) | (static_cast<std::uint32_t>(qb.scale) << 24));
+    };
+    if (s0) stage(p++, cur.b[0], q[0], jc.x);
+    if (s1) stage(p, cur.b[1], q[1], jc.y);
+    pending += __popc(m0) + __popc(m1);
+    __syncwarp();
+    while (pending >= 32) {
+      const int at = head + static_cast<int>(lane);
+      process(at >= ring_entries ? at - ring_entries : at);
+      head = head + 32 >= ring_entries ? head + 32 - ring_entries : head + 32;
+      pending -= 32;
+    }
+    __syncwarp(); // processed entries are rewritten by later steps
+  }
+  if (static_cast<int>(lane) < pending) { // the ring's remainder (fewer than 32 entries)
+    const int at = head + static_cast<int>(lane);
+    process(at >= ring_entries ? at - ring_entries : at);
+  }
+}
+
 //! No permutation, residual amax pass (`own`): the same tiling over the selected blocks only.
 template <class Quantizer, class T>
 __global__ void __launch_bounds__(rac_threads)
@@ -734,9 +913,9 @@ inline cudaError_t allow_smem(int bytes) {
 //! with a permutation `K * sizeof(T) <= 200 KiB`; `rows * K' / B < 2^31`.
 //! Launches: 1 kernel (given + shared); +1 amax kernel (per_tensor: + a memset) or the row amax
 //! kernel (per_row); +1 memset and residual-amax kernel for `own`.
-//! `ColumnMinBlocks`: resident CTAs per SM asked of ptxas for the column kernel (a benchmark knob;
-//! 0: no request); `ColumnRotate`: the column kernel's rotated column map (see the kernel). The
-//! results do not depend on either.
+//! `ColumnMinBlocks`: resident CTAs per SM asked of ptxas for the pair and column kernels (a
+//! benchmark knob; 0: no request); `ColumnRotate`: the column kernel's rotated column map (see the
+//! kernel). The results do not depend on either.
 template <class Quantizer, scale_layout Layout = linear_scales, class T, int ColumnMinBlocks = 0,
           bool ColumnRotate = false>
 cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, const rac_view& out,
@@ -825,9 +1004,24 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
                                                           sel.blocks, src, w, r_amax);
     }
   }
-  bool column = false;
+  bool launched = false; // the pair or the column kernel
   if constexpr (detail::rac_column_applies<Quantizer, T>) {
-    if (sel.order == nullptr && !own && static_cast<std::size_t>(nkb) * sizeof(int) <= 48 * 1024) {
+    if (sel.order == nullptr && !own && detail::rac_pair_applies(nkb, nsel, out.data, sel.slot)) {
+      constexpr auto kernel = detail::rac_pair_kernel<Quantizer, Layout, T, ColumnMinBlocks>;
+      const std::uint32_t segs = static_cast<std::uint32_t>(nkb / 2 + 31) / 32;
+      const std::uint64_t units = static_cast<std::uint64_t>(rows) * segs;
+      const unsigned grid = kd::grid_for<kernel>(detail::rac_threads, units * 32, 8);
+      // programmatic above the small-call size, as the plain quantize (`enqueue_block`)
+      const bool small = static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(nkb) <=
+                         static_cast<std::uint64_t>(sms) * 128u;
+      if (const cudaError_t e = kd::launch_kernel(
+              !small, kernel, dim3(grid), dim3(detail::rac_threads), stream, x, stride,
+              kd::fast_divmod(segs), static_cast<std::uint32_t>(units), sel.slot, src, w);
+          e != cudaSuccess)
+        return kd::fail(cudaGetErrorString(e), e);
+      launched = true;
+    } else if (sel.order == nullptr && !own &&
+               static_cast<std::size_t>(nkb) * sizeof(int) <= 48 * 1024) {
       constexpr auto kernel =
           detail::rac_column_kernel<Quantizer, Layout, T, ColumnMinBlocks, ColumnRotate>;
       const int threads = ::quads::kernels::detail::cta_threads_for(nkb);
@@ -836,10 +1030,10 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
           8);
       kernel<<<grid, threads, static_cast<std::size_t>(nkb) * sizeof(int), stream>>>(
           x, stride, rows, sel.slot, sel.blocks, src, w);
-      column = true;
+      launched = true;
     }
   }
-  if (column) {
+  if (launched) {
   } else if (sel.order == nullptr) {
     constexpr int U = detail::rac_unroll<T, B>;
     const std::uint32_t total = static_cast<std::uint32_t>(rows) * static_cast<std::uint32_t>(nkb);
