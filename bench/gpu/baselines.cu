@@ -115,7 +115,7 @@ cudaError_t launch_read4_write1(const void* src, void* dst, std::size_t in_bytes
   auto* out = static_cast<uint4*>(dst);
   if (pdl)
     return kernels::detail::launch_kernel(true, read4_write1_kernel<true>,
-                                          dim3(grid_for_stream()), dim3(512), s, in, out,
+                                          dim3(grid_for_stream()), dim3(512), 0, s, in, out,
                                           in_bytes / 64);
   read4_write1_kernel<false><<<grid_for_stream(), 512, 0, s>>>(in, out, in_bytes / 64);
   return cudaGetLastError();
@@ -272,7 +272,7 @@ void register_floor() {
       auto* b = benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
         measure(state, policy, 1, 0.0, [pdl](int, cudaStream_t s) {
           if (pdl)
-            return kernels::detail::launch_kernel(true, empty_kernel<true>, dim3(1), dim3(32), s);
+            return kernels::detail::launch_kernel(true, empty_kernel<true>, dim3(1), dim3(32), 0, s);
           empty_kernel<false><<<1, 32, 0, s>>>();
           return cudaGetLastError();
         });

@@ -222,7 +222,7 @@ void register_rac_suite() {
   register_rac<nv_given, __nv_bfloat16, 2>("given_shared_none_mb2", big, 0.5, P::none, R::shared);
   register_rac<nv_given, __nv_bfloat16, 4>("given_shared_none_mb4", big, 0.5, P::none, R::shared);
   // The rotated column map (each warp gets its share of the selected columns).
-  for (double ratio : {0.25, 0.5})
+  for (double ratio : {0.25, 0.5, 1.0})
     register_rac<nv_given, __nv_bfloat16, 0, true>("given_shared_none_rot", big, ratio, P::none,
                                                    R::shared);
   register_rac<nv_given, __nv_bfloat16>("given_shared_none", shape{16384, 8192}, 0.5, P::none,

@@ -39,7 +39,7 @@ TEST_SUITE("gpu.pdl") {
     device_buffer<unsigned long long> times(2, 0);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess); // the fills ran (the stream is non-blocking)
     late_copy(src, dst, stream, times.ptr);
-    REQUIRE(kernels::detail::launch_kernel(true, probe_kernel, dim3(1), dim3(1), stream,
+    REQUIRE(kernels::detail::launch_kernel(true, probe_kernel, dim3(1), dim3(1), 0, stream,
                                            static_cast<const unsigned char*>(dst.ptr), seen.ptr,
                                            times.ptr + 1) == cudaSuccess);
     REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);

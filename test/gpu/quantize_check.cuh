@@ -42,7 +42,7 @@ template <class T>
 void late_copy(const device_buffer<T>& src, device_buffer<T>& dst, cudaStream_t stream,
                unsigned long long* started = nullptr) {
   // programmatic itself, as the launchers' kernels are when they follow each other
-  REQUIRE(kernels::detail::launch_kernel(true, late_copy_kernel, dim3(16), dim3(256), stream,
+  REQUIRE(kernels::detail::launch_kernel(true, late_copy_kernel, dim3(16), dim3(256), 0, stream,
                                          reinterpret_cast<const unsigned char*>(src.ptr),
                                          reinterpret_cast<unsigned char*>(dst.ptr),
                                          src.n * sizeof(T), 20000ull, started) == cudaSuccess);

@@ -538,6 +538,7 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
   constexpr int B = Quantizer::block_size;
   extern __shared__ int colmap[]; // nkb entries
   __shared__ float turbo_tab[kd::turbo_table_floats];
+  kd::pdl_enter(); // launched programmatically above the small-call size
   const int nkb = w.nkb, nsel = w.nsel;
   const int t = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
   for (int u = 0; u < 2; ++u) { // the first two rows' lines while the tables are built
@@ -1004,6 +1005,10 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
                                                           sel.blocks, src, w, r_amax);
     }
   }
+  // the pair and column kernels start programmatically above the small-call size, as the plain
+  // quantize's kernels do (`enqueue_block`)
+  const bool small = static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(nkb) <=
+                     static_cast<std::uint64_t>(sms) * 128u;
   bool launched = false; // the pair or the column kernel
   if constexpr (detail::rac_column_applies<Quantizer, T>) {
     if (sel.order == nullptr && !own && detail::rac_pair_applies(nkb, nsel, out.data, sel.slot)) {
@@ -1011,11 +1016,8 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
       const std::uint32_t segs = static_cast<std::uint32_t>(nkb / 2 + 31) / 32;
       const std::uint64_t units = static_cast<std::uint64_t>(rows) * segs;
       const unsigned grid = kd::grid_for<kernel>(detail::rac_threads, units * 32, 8);
-      // programmatic above the small-call size, as the plain quantize (`enqueue_block`)
-      const bool small = static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(nkb) <=
-                         static_cast<std::uint64_t>(sms) * 128u;
       if (const cudaError_t e = kd::launch_kernel(
-              !small, kernel, dim3(grid), dim3(detail::rac_threads), stream, x, stride,
+              !small, kernel, dim3(grid), dim3(detail::rac_threads), 0, stream, x, stride,
               kd::fast_divmod(segs), static_cast<std::uint32_t>(units), sel.slot, src, w);
           e != cudaSuccess)
         return kd::fail(cudaGetErrorString(e), e);
@@ -1028,8 +1030,12 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
       const unsigned grid = kd::grid_for<kernel>(
           threads, (static_cast<std::uint64_t>(rows) + 1) / 2 * static_cast<std::uint64_t>(threads),
           8);
-      kernel<<<grid, threads, static_cast<std::size_t>(nkb) * sizeof(int), stream>>>(
-          x, stride, rows, sel.slot, sel.blocks, src, w);
+      if (const cudaError_t e =
+              kd::launch_kernel(!small, kernel, dim3(grid), dim3(threads),
+                                static_cast<std::size_t>(nkb) * sizeof(int), stream, x, stride,
+                                rows, sel.slot, sel.blocks, src, w);
+          e != cudaSuccess)
+        return kd::fail(cudaGetErrorString(e), e);
       launched = true;
     }
   }

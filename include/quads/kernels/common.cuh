@@ -124,19 +124,20 @@ QUADS_DEVICE_API void pdl_enter() {
   pdl_release();
 }
 
-//! Launches `kernel`, with the programmatic-stream-serialization attribute when `programmatic`
-//! is set (see above; the attribute is ignored before sm_90 and after predecessors that are not
-//! kernels).
+//! Launches `kernel` with `smem` bytes of dynamic shared memory, with the
+//! programmatic-stream-serialization attribute when `programmatic` is set (see above; the attribute
+//! is ignored before sm_90 and after predecessors that are not kernels).
 template <class... Params, class... Args>
 inline cudaError_t launch_kernel(bool programmatic, void (*kernel)(Params...), dim3 grid,
-                                 dim3 block, cudaStream_t stream, Args&&... args) {
+                                 dim3 block, std::size_t smem, cudaStream_t stream,
+                                 Args&&... args) {
   cudaLaunchAttribute attr[1]{};
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = programmatic ? 1 : 0;

@@ -1365,7 +1365,7 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
           pair_kernel<Quantizer, T, Sink, fast_path_applies<Quantizer>, PairMinBlocks>;
       const unsigned gx = grid_for<kernel>(block_threads, work, 8, s.experts);
       (void)launch_kernel(true, kernel, dim3(gx, static_cast<unsigned>(s.experts)),
-                          dim3(block_threads), stream, x, fast_divmod(nkb / 2), pairs, s.rows,
+                          dim3(block_threads), 0, stream, x, fast_divmod(nkb / 2), pairs, s.rows,
                           s.rstride(), s.estride(), src, sink, seed);
       return;
     }
@@ -1408,7 +1408,7 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
       constexpr auto k = block_kernel_turbo<Quantizer, T, Sink, 3, 1, true>;
       const unsigned gx = grid_for<k>(block_threads, total, 8, s.experts); // QDQ: no padding
       (void)launch_kernel(!small, k, dim3(gx, static_cast<unsigned>(s.experts)),
-                          dim3(block_threads), stream, x, fast_divmod(nkb), total, s.rows,
+                          dim3(block_threads), 0, stream, x, fast_divmod(nkb), total, s.rows,
                           s.rstride(), s.estride(), src, sink, seed);
       return;
     }
@@ -1417,7 +1417,7 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   const std::uint64_t work = std::max<std::uint64_t>(items, sink.pad_count());
   const unsigned gx = grid_for<kernel>(block_threads, work, 8, s.experts);
   (void)launch_kernel(!small, kernel, dim3(gx, static_cast<unsigned>(s.experts)),
-                      dim3(block_threads), stream, x, fast_divmod(nkb), total, s.rows, s.rstride(),
+                      dim3(block_threads), 0, stream, x, fast_divmod(nkb), total, s.rows, s.rstride(),
                       s.estride(), src, sink, seed);
 }
 
