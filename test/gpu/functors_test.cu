@@ -262,8 +262,8 @@ __global__ void encoder_sweep(std::uint64_t begin, std::uint64_t end, std::uint6
     for (int i = 0; i < 8; ++i) {
       ++mine;
       const unsigned cuda = __nv_cvt_float_to_fp4(s[i], __NV_E2M1, cudaRoundNearest);
-      const bool ok = encode_e2m1(s[i]) == cuda &&
-                      (s[i] != s[i] || ((fw >> (4 * i)) & 15u) == cuda);
+      const bool ok =
+          encode_e2m1(s[i]) == cuda && (s[i] != s[i] || ((fw >> (4 * i)) & 15u) == cuda);
       if (!ok && atomicAdd(bad, 1ull) == 0ull) *first = static_cast<std::uint32_t>(u0 + i);
     }
   }
@@ -276,8 +276,7 @@ __global__ void e4m3_sweep(unsigned long long* bad, unsigned* first) {
   for (std::uint64_t u = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x;
        u < (std::uint64_t{1} << 32); u += static_cast<std::uint64_t>(gridDim.x) * blockDim.x) {
     const float x = __uint_as_float(static_cast<std::uint32_t>(u));
-    if (encode_e4m3(x) != quads::detail::encode_e4m3_software(x) &&
-        atomicAdd(bad, 1ull) == 0ull)
+    if (encode_e4m3(x) != quads::detail::encode_e4m3_software(x) && atomicAdd(bad, 1ull) == 0ull)
       *first = static_cast<std::uint32_t>(u);
   }
 }
@@ -295,21 +294,37 @@ __global__ void rcp_sweep(unsigned long long* bad, unsigned* first) {
 }
 
 __global__ void e4m3_decode_all(float* out) {
-  out[threadIdx.x] = decode_e4m3(static_cast<std::uint8_t>(threadIdx.x));  // 256 codes
+  out[threadIdx.x] = decode_e4m3(static_cast<std::uint8_t>(threadIdx.x)); // 256 codes
 }
 
+QUADS_DEVICE_API float cuda_e2m1(unsigned c) {
+  return __half2float(
+      __half(__nv_cvt_fp4_to_halfraw(static_cast<__nv_fp4_storage_t>(c), __NV_E2M1)));
+}
+
+//! `decode_e2m1` of each code, and `decode_e2m1_word` (the byte-permute decoder of 8 codes) of
+//! words holding every code at every nibble position, against CUDA's conversion.
 __global__ void decoder_sweep(unsigned* bad) {
   const unsigned c = threadIdx.x; // 16 codes
-  const float cuda = __half2float(__half(__nv_cvt_fp4_to_halfraw(
-      static_cast<__nv_fp4_storage_t>(c), __NV_E2M1)));
-  if (__float_as_uint(decode_e2m1(static_cast<std::uint8_t>(c))) != __float_as_uint(cuda))
+  if (__float_as_uint(decode_e2m1(static_cast<std::uint8_t>(c))) != __float_as_uint(cuda_e2m1(c)))
     atomicAdd(bad, 1u);
+  for (unsigned j = 0; j < 16; ++j) { // nibble i holds (c + i j) mod 16
+    std::uint32_t word = 0;
+    for (unsigned i = 0; i < 8; ++i)
+      word |= ((c + i * j) & 15u) << (4 * i);
+    float v[8];
+    kd::decode_e2m1_word(word, v);
+    for (unsigned i = 0; i < 8; ++i)
+      if (__float_as_uint(v[i]) != __float_as_uint(cuda_e2m1((word >> (4 * i)) & 15u)))
+        atomicAdd(bad, 1u);
+  }
 }
 
 } // namespace
 
 TEST_SUITE("gpu.functors") {
-  TEST_CASE("sm90: the device E2M1 encoder and decoder equal CUDA's device conversions for all inputs") {
+  TEST_CASE(
+      "sm90: the device E2M1 encoder and decoders equal CUDA's device conversions for all inputs") {
     device_buffer<unsigned long long> bad(1, 0);
     device_buffer<unsigned> first(1, 0);
     device_buffer<unsigned long long> checked(1, 0);
@@ -358,8 +373,10 @@ TEST_SUITE("gpu.functors") {
     for (int c = 0; c < 256; ++c) {
       const float want = decode_e4m3(static_cast<std::uint8_t>(c));
       INFO("code 0x" << std::hex << c);
-      if (std::isnan(want)) CHECK(std::isnan(got[c]));
-      else CHECK(std::bit_cast<std::uint32_t>(got[c]) == std::bit_cast<std::uint32_t>(want));
+      if (std::isnan(want))
+        CHECK(std::isnan(got[c]));
+      else
+        CHECK(std::bit_cast<std::uint32_t>(got[c]) == std::bit_cast<std::uint32_t>(want));
     }
   }
 

@@ -661,12 +661,12 @@ inline bool rac_pair_applies(int nkb, int nsel, const std::uint8_t* data, const 
 //! slot entries are loaded before this step is encoded), quantizes them as the plain quantize's
 //! pair kernel does and stores Q(x) as contiguous warp stores (512 bytes of codes, 64 of scales).
 //! Its selected blocks go, in block order, to a ring in shared memory (raw x, Q(x)); whenever 32
-//! are pending the warp's lanes take one each: decode Q(x)
-//! (`dequantize_block`, `Quantizer::decode`), residual `x - QDQ(x)`, the fp32 turbo block with
-//! x's scale (the kernels' fast block path for a NaN residual or an unusable table). Ring entries
-//! of a row have consecutive j, so the residual codes and scales also leave as contiguous warp
-//! stores, and no lane idles on a scattered selection. Rows with an odd `nkb + nsel` are not
-//! 16-byte aligned: their codes and scales leave as two 8-byte and two 1-byte stores.
+//! are pending the warp's lanes take one each: decode Q(x) (`dequantize_block` with the
+//! byte-permute decoder: `Quantizer::decode`), residual `x - QDQ(x)`, the fp32 turbo block with x's
+//! scale (the kernels' fast block path for a NaN residual or an unusable table). Ring entries of a
+//! row have consecutive j, so the residual codes and scales also leave as contiguous warp stores,
+//! and no lane idles on a scattered selection. Rows with an odd `nkb + nsel` are not 16-byte
+//! aligned: their codes and scales leave as two 8-byte and two 1-byte stores.
 template <class Quantizer, class Layout, class T, int MinBlocks = 0>
 __global__ void __launch_bounds__(rac_threads, MinBlocks)
     rac_pair_kernel(const T* x, std::int64_t row_stride, kd::fast_divmod seg_div,
@@ -737,7 +737,7 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
     const int r = static_cast<int>(m.z), j = static_cast<int>(m.w & 0xffffffu);
     float v[B], dq[B], res[B];
     kd::widen(raw, v);
-    kd::dequantize_block<Quantizer>(qx, ts, dq);
+    kd::dequantize_block<Quantizer, true>(qx, ts, dq); // byte-permute decoder
 #pragma unroll
     for (int i = 0; i < B; ++i)
       res[i] = quads::detail::add_rn(v[i], -dq[i]);
