@@ -216,7 +216,7 @@ void register_rac_suite() {
   using R = qc::residual_scale;
   const shape big{8192, 4096}; // 64 MiB of bf16 input, thousands of CTAs on 132 SMs
   // The target: given x scale, shared residual scale, no permutation, 50 %.
-  for (double ratio : {0.0, 0.125, 0.25, 0.5, 1.0})
+  for (double ratio : {0.0, 0.125, 0.25, 0.5, 0.75, 1.0})
     register_rac<nv_given, __nv_bfloat16>("given_shared_none", big, ratio, P::none, R::shared);
   // Register-budget variants of the column kernel (resident CTAs per SM asked of ptxas).
   register_rac<nv_given, __nv_bfloat16, 2>("given_shared_none_mb2", big, 0.5, P::none, R::shared);

@@ -15,7 +15,11 @@
 //!   no atomics on the sums, so the doubles do not depend on scheduling).
 //!
 //! `rac_quantize` kernels: each block goes through `residual_quantizer<Quantizer>` (the one QDQ
-//! path, twice for a selected block). Without permutation a grid-stride loop gives each thread
+//! path, twice for a selected block) or, for the NVFP4 default recipe from bf16 / fp16 with a
+//! shared residual scale, through the kernels' turbo path, which gives the same bytes. Without
+//! permutation: the pair kernel (warp steps of 32 block pairs, residuals through a per-warp ring;
+//! fewer than 3/4 of the blocks selected, even K / B), the column kernel (a per-CTA column map,
+//! selected columns first; the other turbo cases), else a grid-stride loop giving each thread
 //! whole blocks (two per iteration for more loads in flight); with a permutation each CTA stages a
 //! row in shared memory with coalesced 16-byte loads and gathers the permuted blocks from there.
 //! Passes over x: 1 with a given x scale and `residual_scale::shared`; +1 amax pass for
@@ -643,22 +647,23 @@ inline constexpr int ring_entry_words = 12;
 inline constexpr int ring_entries = 96;
 
 //! Whether `rac_pair_kernel` applies (besides `rac_column_applies` and no permutation): fewer
-//! than half of the blocks selected, whole block pairs per row, 16-byte aligned codes, 8-byte
-//! aligned slot table, j in 24 bits (the ring's packing).
-//! From half on, the column kernel is as fast or faster: its residual reuses the dequantized
-//! values of the x encoder, where the pair kernel decodes Q(x) again (~150 instructions per
-//! block) and stages through the ring (bf16 8192 x 4096 on the H200, 2026-11-30 17:43 UTC, pair /
-//! column: 0 % 27.3 / 29.8 us, 12.5 % 34.2 / 39.7, 25 % 39.4 / 42.4, 50 % 46.8 / 46.9, 100 %
-//! 63.5 / 51.3; docs/rac.md).
+//! than three quarters of the blocks selected, whole block pairs per row, 16-byte aligned codes,
+//! 8-byte aligned slot table, j in 24 bits (the ring's packing). From three quarters on the
+//! column kernel is as fast or faster: its residual reuses the dequantized values of the x
+//! encoder, where the pair kernel decodes Q(x) again and stages through the ring (bf16 8192 x 4096
+//! on the H200, 2026-11-30 18:31 UTC, pair / column kernel: 50 % 44.2-44.6 / 47.2-47.4 us, 75 %
+//! 51.9-52.3 / 51.9-52.1, 100 % 58.9-59.3 / 52.5-52.7; at 12.5 % 33.4 against 40.1 us at 17:54;
+//! docs/rac.md).
 inline bool rac_pair_applies(int nkb, int nsel, const std::uint8_t* data, const int* slot) {
-  return 2 * nsel < nkb && nkb % 2 == 0 && nsel < (1 << 24) &&
-         ::quads::kernels::detail::aligned(data, 16) && ::quads::kernels::detail::aligned(slot, 8);
+  return 4 * static_cast<std::int64_t>(nsel) < 3 * static_cast<std::int64_t>(nkb) && nkb % 2 == 0 &&
+         nsel < (1 << 24) && ::quads::kernels::detail::aligned(data, 16) &&
+         ::quads::kernels::detail::aligned(slot, 8);
 }
 
-//! No permutation, `residual_scale::shared`, turbo path, even K / B, fewer than half of the
-//! blocks selected (`rac_pair_applies`; the default configuration's kernel there). A warp takes 32
-//! block pairs of a row per step (lane l: pair 32 s + l, a 64-byte load; the next step's pair and
-//! slot entries are loaded before this step is encoded), quantizes them as the plain quantize's
+//! No permutation, `residual_scale::shared`, turbo path, even K / B, fewer than three quarters of
+//! the blocks selected (`rac_pair_applies`; the default configuration's kernel there). A warp takes
+//! 32 block pairs of a row per step (lane l: pair 32 s + l, a 64-byte load; the next step's pair
+//! and slot entries are loaded before this step is encoded), quantizes them as the plain quantize's
 //! pair kernel does and stores Q(x) as contiguous warp stores (512 bytes of codes, 64 of scales).
 //! Its selected blocks go, in block order, to a ring in shared memory (raw x, Q(x)); whenever 32
 //! are pending the warp's lanes take one each: decode Q(x) (`dequantize_block` with the
