@@ -34,7 +34,7 @@ step() {
 F3='^(quantize/nvfp4_swizzled_given/bf16|quantize/nvfp4_linear_given/bf16|qdq/nvfp4_given/bf16|amax/tensor/bf16|quantize/nvfp4_swizzled_tensor/bf16|quantize/nvfp4_swizzled_row/bf16|quantize/mxfp4_swizzled/bf16|dequantize/nvfp4_swizzled/bf16|amax/row/bf16|qdq/nvfp4_tensor/bf16)/(1x4096|16x4096|64x4096|8192x8192|14336x4096|16384x16384)/|^variant/|^baseline/(empty_kernel|copy_memcpy/1024MiB|read_reduce/1024MiB)'
 step bench_gpu ${QP_T_BENCH:-120} $D/quads_bench_gpu --benchmark_filter="${QP_F3:-$F3}" --benchmark_out="$W/bench.json" --benchmark_out_format=json
 cp "$W/bench.json" "$FINAL/" 2>/dev/null
-F5='^rac/(given_shared_none(_mb2|_mb4|_rot)?/8192x4096/r(25|50)|given_shared_none/8192x4096/r(0|100)|kernels_quantize_linear_given/8192x4096|copy_same_bytes/8192x4096|given_shared_none/(16|64|256)x4096/r50|given_shared_none_fp32in/8192x4096/r50|tensor_shared_none/8192x4096/r50|given_own_none/8192x4096/r50)'
+F5='^rac/(given_shared_none(_mb2|_mb4)?/8192x4096/r(25|50)|given_shared_none/8192x4096/r(0|100)|kernels_quantize_linear_given/8192x4096|copy_same_bytes/8192x4096|given_shared_none/(16|64|256)x4096/r50|given_shared_none_fp32in/8192x4096/r50|tensor_shared_none/8192x4096/r50|given_own_none/8192x4096/r50)'
 step bench_rac ${QP_T_RAC:-60} $D/quads_bench_rac --benchmark_filter="${QP_F5:-$F5}" --benchmark_out="$W/rac.json" --benchmark_out_format=json
 cp "$W/rac.json" "$FINAL/" 2>/dev/null; python3 bench/gpu/quantperf_table.py "$W/bench.json" "$W/rac.json" > "$FINAL/table.txt" 2>&1
 if [ "${QP_MEMCHECK:-0}" = 1 ]; then

@@ -71,7 +71,7 @@ qc::channel_selection selection_for(int K, double ratio, qc::permutation p) {
   return qc::select_channels(qc::random_channels{2026}, st, ratio, p);
 }
 
-template <class Quantizer, class T, int MinBlocks = 0, bool Rotate = false>
+template <class Quantizer, class T, int MinBlocks = 0>
 void register_rac(const std::string& label, shape s, double ratio, qc::permutation perm,
                   qc::residual_scale rs) {
   const auto sel = selection_for(s.K, ratio, perm);
@@ -108,7 +108,7 @@ void register_rac(const std::string& label, shape s, double ratio, qc::permutati
     auto* tsp = ts.get<quads::tensor_scale>();
     const qk::rac_args args{rs, given.get<const quads::tensor_scale>(), ws.get<float>(), 0};
     const bool ok = qb::measure(state, policy, slots, bytes, [&](int slot, cudaStream_t st) {
-      return qk::rac_quantize<Quantizer, quads::linear_scales, T, MinBlocks, Rotate>(
+      return qk::rac_quantize<Quantizer, quads::linear_scales, T, MinBlocks>(
           x[slot].get<const T>(), s.rows, tab.view,
           qk::rac_view{data[slot].get<std::uint8_t>(), scales[slot].get<std::uint8_t>(), tsp,
                        tsp + 1},
@@ -221,10 +221,6 @@ void register_rac_suite() {
   // Register-budget variants of the column kernel (resident CTAs per SM asked of ptxas).
   register_rac<nv_given, __nv_bfloat16, 2>("given_shared_none_mb2", big, 0.5, P::none, R::shared);
   register_rac<nv_given, __nv_bfloat16, 4>("given_shared_none_mb4", big, 0.5, P::none, R::shared);
-  // The rotated column map (each warp gets its share of the selected columns).
-  for (double ratio : {0.25, 0.5, 1.0})
-    register_rac<nv_given, __nv_bfloat16, 0, true>("given_shared_none_rot", big, ratio, P::none,
-                                                   R::shared);
   register_rac<nv_given, __nv_bfloat16>("given_shared_none", shape{16384, 8192}, 0.5, P::none,
                                         R::shared);
   register_rac<nv_given, __nv_bfloat16>("given_shared_none", shape{4096, 4096}, 0.5, P::none,

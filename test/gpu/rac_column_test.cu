@@ -19,7 +19,7 @@ using namespace quads::gpu_test;
 namespace qc = quads::compensation;
 namespace qk = quads::compensation::kernels;
 
-template <class Quantizer, class Layout, class T, bool Rotate = false>
+template <class Quantizer, class Layout, class T>
 void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s) {
   using F = typename Quantizer::format;
   constexpr quant_options O = Quantizer::options;
@@ -50,13 +50,12 @@ void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s) 
   const qk::device_selection view{sel.channels, sel.selected_blocks(), nullptr, slot.ptr,
                                   t.blocks.empty() ? nullptr : blocks.ptr};
   const qk::rac_args args{qc::residual_scale::shared, given ? dg.ptr : nullptr, ws.ptr, 0};
-  QUADS_CUDA_CHECK((qk::rac_quantize<Quantizer, Layout, T, 0, Rotate>(
+  QUADS_CUDA_CHECK((qk::rac_quantize<Quantizer, Layout, T>(
       dx.ptr, rows, view, qk::rac_view{data.ptr, scales.ptr, xs.ptr, rs.ptr}, args)));
   sync_ok();
   INFO(kind_name(kind) << " rows " << rows << " K " << K << " ratio " << ratio << " seed " << s
                        << (given ? " given" : " per-tensor")
-                       << (std::is_same_v<Layout, swizzled_128x4> ? " swizzled" : " linear")
-                       << (Rotate ? " rotated" : ""));
+                       << (std::is_same_v<Layout, swizzled_128x4> ? " swizzled" : " linear"));
   const auto d = data.download(host.data.size());
   const auto sc = scales.download(host.scales.size());
   std::size_t bad = 0, first = d.size();
@@ -69,7 +68,7 @@ void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s) 
   CHECK(std::memcmp(&hx, &dxs, sizeof hx) == 0);
 }
 
-template <class Quantizer, class Layout, class T, bool Rotate = false>
+template <class Quantizer, class Layout, class T>
 void sweep(std::uint64_t s) {
   // even K / B takes the pair kernel: 1 x 4096 (8 full warp steps), 130 x 1536 (3 steps per
   // row), 300 x 544 (17 pairs: a part step per row), 129 x 3104 (97 pairs: 4 steps, the last with
@@ -81,8 +80,7 @@ void sweep(std::uint64_t s) {
   for (const auto kind : all_kinds)
     for (const auto& sh : shapes) {
       const double ratio = ratios[(i++) % 5];
-      check_rac<Quantizer, Layout, T, Rotate>(kind, sh[0], sh[1], ratio,
-                                              s + static_cast<std::uint64_t>(i));
+      check_rac<Quantizer, Layout, T>(kind, sh[0], sh[1], ratio, s + static_cast<std::uint64_t>(i));
     }
 }
 
@@ -93,18 +91,13 @@ using q_tensor = block_quantizer<nvfp4>;
 
 TEST_SUITE("gpu.rac_column") {
   TEST_CASE(
-      "sm90: RAC's column kernel is byte-identical to the host reference on adversarial inputs") {
+      "sm90: RAC's pair and column kernels are byte-identical to the host reference on adversarial "
+      "inputs") {
     const std::uint64_t s = seed();
     sweep<q_given, linear_scales, __nv_bfloat16>(s);
     sweep<q_given, swizzled_128x4, __nv_bfloat16>(s + 100);
     sweep<q_tensor, linear_scales, __nv_bfloat16>(s + 200);
     sweep<q_given, linear_scales, __half>(s + 300);
     sweep<q_tensor, swizzled_128x4, __half>(s + 400);
-  }
-  TEST_CASE("sm90: RAC's column kernel with the rotated column map is byte-identical to the host "
-            "reference on adversarial inputs") {
-    const std::uint64_t s = seed();
-    sweep<q_given, linear_scales, __nv_bfloat16, true>(s + 500);
-    sweep<q_tensor, swizzled_128x4, __half, true>(s + 600);
   }
 }

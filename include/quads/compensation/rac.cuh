@@ -517,7 +517,8 @@ QUADS_DEVICE_API bool rac_turbo_block(const kd::raw_block<T, 16>& raw, bool sele
   return true;
 }
 
-//! No permutation, column mapping (the default configuration's fast kernel). Each CTA walks rows
+//! No permutation, column mapping (the default configuration from 3/4 of the blocks selected, or
+//! with odd K / B; `rac_pair_kernel` takes the rest). Each CTA walks rows
 //! (two per iteration for more loads in flight); thread t takes the t-th entry of a column map
 //! that lists the selected blocks first (column c < |S| is residual slot c) and the others after,
 //! so a warp's lanes are all selected or all not (except one warp when |S| % 32 != 0) and the
@@ -527,13 +528,10 @@ QUADS_DEVICE_API bool rac_turbo_block(const kd::raw_block<T, 16>& raw, bool sele
 //! kernels' fast block path; a NaN x block, or a CTA whose table is unusable, the core functors
 //! (`rac_writer`). The column map is built per CTA from `slot` (prefix count of the unselected
 //! blocks); the lines of the first rows (and of each next iteration) are prefetched into L1.
-//! `Rotate` (not the default; alone on the H200 it gained 7 % at 25 % and 2 % at 50 %, docs/rac.md
-//! section 5, so the imbalance it removes is not what bounds the kernel): thread t
-//! takes column (t + 32 * row pair) mod nkb instead of t, so that every warp gets its share of the
-//! selected columns (they come first in the map: without the rotation the warps of the selected
-//! columns do all the residual work and the others idle at the end); warps stay uniform when nkb
-//! and |S| are multiples of 32.
-template <class Quantizer, class Layout, class T, int MinBlocks = 0, bool Rotate = false>
+//! (A rotation of the map by 32 columns per row pair, which spread the selected columns over the
+//! warps, was a benchmark option until the ninth session: 2 % faster at 50 %, 3 % slower at 100 %,
+//! and the pair kernel took the ratios where it helped; docs/rac.md section 5.)
+template <class Quantizer, class Layout, class T, int MinBlocks = 0>
 __global__ void __launch_bounds__(rac_threads, MinBlocks)
     rac_column_kernel(const T* x, std::int64_t row_stride, int rows, const int* slot,
                       const int* blocks, scale_source<Quantizer> src,
@@ -576,11 +574,8 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
   const kd::turbo_ctx tc = kd::make_turbo_ctx<Quantizer>(ts_x, turbo_tab); // synchronises
   const std::size_t row_bytes = static_cast<std::size_t>(nkb + nsel) * (B / 2);
   const int rstep = static_cast<int>(gridDim.x);
-  int shift = Rotate ? static_cast<int>(blockIdx.x) * 32 % nkb : 0; // rotation of this row pair
-  for (int r0 = static_cast<int>(blockIdx.x); r0 < rows;
-       r0 += 2 * rstep, shift = Rotate ? (shift + 32) % nkb : 0) {
-    for (int c0 = t; c0 < nkb; c0 += n) {
-      const int c = Rotate && c0 + shift >= nkb ? c0 + shift - nkb : c0 + shift;
+  for (int r0 = static_cast<int>(blockIdx.x); r0 < rows; r0 += 2 * rstep) {
+    for (int c = t; c < nkb; c += n) {
       const int kb = colmap[c];
       const bool selected = c < nsel;
       kd::raw_block<T, B> raw[2];
@@ -589,17 +584,11 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
       for (int u = 0; u < 2; ++u)
         if (u == 0 || rr[u] < rows)
           kd::load_raw<T, B>(x + rr[u] * row_stride + static_cast<std::int64_t>(kb) * B, raw[u]);
-      // the next row pair's lines of this thread's column (its loads then hit L1)
-      int kb_next = kb;
-      if constexpr (Rotate) {
-        const int cn = c + 32 >= nkb ? (c + 32) % nkb : c + 32;
-        kb_next = colmap[cn];
-      }
+          // the next row pair's lines of this thread's column (its loads then hit L1)
 #pragma unroll
       for (int u = 2; u < 4; ++u) {
         const int rn = r0 + u * rstep;
-        if (rn < rows)
-          kd::prefetch_l1(x + rn * row_stride + static_cast<std::int64_t>(kb_next) * B);
+        if (rn < rows) kd::prefetch_l1(x + rn * row_stride + static_cast<std::int64_t>(kb) * B);
       }
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
@@ -920,10 +909,8 @@ inline cudaError_t allow_smem(int bytes) {
 //! Launches: 1 kernel (given + shared); +1 amax kernel (per_tensor: + a memset) or the row amax
 //! kernel (per_row); +1 memset and residual-amax kernel for `own`.
 //! `ColumnMinBlocks`: resident CTAs per SM asked of ptxas for the pair and column kernels (a
-//! benchmark knob; 0: no request); `ColumnRotate`: the column kernel's rotated column map (see the
-//! kernel). The results do not depend on either.
-template <class Quantizer, scale_layout Layout = linear_scales, class T, int ColumnMinBlocks = 0,
-          bool ColumnRotate = false>
+//! benchmark knob; 0: no request). The results do not depend on it.
+template <class Quantizer, scale_layout Layout = linear_scales, class T, int ColumnMinBlocks = 0>
 cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, const rac_view& out,
                          const rac_args& args = {}, cudaStream_t stream = nullptr,
                          std::int64_t row_stride = 0) {
@@ -1029,8 +1016,7 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
       launched = true;
     } else if (sel.order == nullptr && !own &&
                static_cast<std::size_t>(nkb) * sizeof(int) <= 48 * 1024) {
-      constexpr auto kernel =
-          detail::rac_column_kernel<Quantizer, Layout, T, ColumnMinBlocks, ColumnRotate>;
+      constexpr auto kernel = detail::rac_column_kernel<Quantizer, Layout, T, ColumnMinBlocks>;
       const int threads = ::quads::kernels::detail::cta_threads_for(nkb);
       const unsigned grid = kd::grid_for<kernel>(
           threads, (static_cast<std::uint64_t>(rows) + 1) / 2 * static_cast<std::uint64_t>(threads),
