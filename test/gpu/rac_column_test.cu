@@ -5,7 +5,8 @@
 //! shared residual scale, NVFP4 turbo path, bf16 / fp16, against the host reference on the GPU
 //! suite's adversarial inputs (NaN, Inf, boundary values, scale underflow, zeros, raw bit
 //! patterns), for given and per-tensor x scales, both scale layouts, ratios 0 .. 100 %, K with
-//! fewer than 32 blocks, |S| not a multiple of 32, and odd K' / B (unaligned rows).
+//! fewer than 32 blocks, |S| not a multiple of 32, and odd K' / B (unaligned rows); and the pair
+//! kernel with the residual's own scale (odd K / B and 100 % then take the plain kernel).
 #include "gpu_test.cuh"
 
 #include <quads/compensation/compensation.hpp>
@@ -20,7 +21,8 @@ namespace qc = quads::compensation;
 namespace qk = quads::compensation::kernels;
 
 template <class Quantizer, class Layout, class T>
-void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s) {
+void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s,
+               qc::residual_scale rsc) {
   using F = typename Quantizer::format;
   constexpr quant_options O = Quantizer::options;
   constexpr bool given = O.global == global_scale::given;
@@ -32,7 +34,7 @@ void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s) 
   const auto sel = qc::select_channels(qc::random_channels{s}, st, ratio, qc::permutation::none);
   const tensor_scale g = make_given<Quantizer>(2, s)[1];
   const auto host = qc::reference::quantize_activation<F, O, Layout>(
-      x, rows, sel, {.residual = qc::residual_scale::shared, .given = std::span(&g, 1)});
+      x, rows, sel, {.residual = rsc, .given = std::span(&g, 1)});
 
   const int Kp = sel.augmented_channels();
   const Layout layout{rows, Kp / 16};
@@ -49,7 +51,7 @@ void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s) 
   if (!t.blocks.empty()) blocks.upload(t.blocks);
   const qk::device_selection view{sel.channels, sel.selected_blocks(), nullptr, slot.ptr,
                                   t.blocks.empty() ? nullptr : blocks.ptr};
-  const qk::rac_args args{qc::residual_scale::shared, given ? dg.ptr : nullptr, ws.ptr, 0};
+  const qk::rac_args args{rsc, given ? dg.ptr : nullptr, ws.ptr, 0};
   QUADS_CUDA_CHECK((qk::rac_quantize<Quantizer, Layout, T>(
       dx.ptr, rows, view, qk::rac_view{data.ptr, scales.ptr, xs.ptr, rs.ptr}, args)));
   sync_ok();
@@ -66,10 +68,12 @@ void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s) 
   CHECK(sc == host.scales);
   const tensor_scale hx = host.x_scales[0], dxs = xs.download(1)[0];
   CHECK(std::memcmp(&hx, &dxs, sizeof hx) == 0);
+  const tensor_scale hr = host.r_scales[0], drs = rs.download(1)[0];
+  CHECK(std::memcmp(&hr, &drs, sizeof hr) == 0);
 }
 
 template <class Quantizer, class Layout, class T>
-void sweep(std::uint64_t s) {
+void sweep(std::uint64_t s, qc::residual_scale rsc = qc::residual_scale::shared) {
   // even K / B takes the pair kernel: 1 x 4096 (8 full warp steps), 130 x 1536 (3 steps per
   // row), 300 x 544 (17 pairs: a part step per row), 129 x 3104 (97 pairs: 4 steps, the last with
   // one pair), 70 x 1056; odd K / B (13, 1 blocks) the column kernel
@@ -80,7 +84,8 @@ void sweep(std::uint64_t s) {
   for (const auto kind : all_kinds)
     for (const auto& sh : shapes) {
       const double ratio = ratios[(i++) % 5];
-      check_rac<Quantizer, Layout, T>(kind, sh[0], sh[1], ratio, s + static_cast<std::uint64_t>(i));
+      check_rac<Quantizer, Layout, T>(kind, sh[0], sh[1], ratio, s + static_cast<std::uint64_t>(i),
+                                      rsc);
     }
 }
 
@@ -99,5 +104,11 @@ TEST_SUITE("gpu.rac_column") {
     sweep<q_tensor, linear_scales, __nv_bfloat16>(s + 200);
     sweep<q_given, linear_scales, __half>(s + 300);
     sweep<q_tensor, swizzled_128x4, __half>(s + 400);
+  }
+  TEST_CASE("sm90: RAC's pair kernel with the residual's own scale is byte-identical to the host "
+            "reference on adversarial inputs") {
+    const std::uint64_t s = seed();
+    sweep<q_given, linear_scales, __nv_bfloat16>(s + 500, qc::residual_scale::own);
+    sweep<q_tensor, swizzled_128x4, __half>(s + 600, qc::residual_scale::own);
   }
 }

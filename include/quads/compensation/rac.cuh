@@ -649,19 +649,22 @@ inline bool rac_pair_applies(int nkb, int nsel, const std::uint8_t* data, const 
          ::quads::kernels::detail::aligned(slot, 8);
 }
 
-//! No permutation, `residual_scale::shared`, turbo path, even K / B, fewer than three quarters of
-//! the blocks selected (`rac_pair_applies`; the default configuration's kernel there). A warp takes
-//! 32 block pairs of a row per step (lane l: pair 32 s + l, a 64-byte load; the next step's pair
-//! and slot entries are loaded before this step is encoded), quantizes them as the plain quantize's
-//! pair kernel does and stores Q(x) as contiguous warp stores (512 bytes of codes, 64 of scales).
-//! Its selected blocks go, in block order, to a ring in shared memory (raw x, Q(x)); whenever 32
-//! are pending the warp's lanes take one each: decode Q(x) (`dequantize_block` with the
-//! byte-permute decoder: `Quantizer::decode`), residual `x - QDQ(x)`, the fp32 turbo block with x's
-//! scale (the kernels' fast block path for a NaN residual or an unusable table). Ring entries of a
-//! row have consecutive j, so the residual codes and scales also leave as contiguous warp stores,
-//! and no lane idles on a scattered selection. Rows with an odd `nkb + nsel` are not 16-byte
-//! aligned: their codes and scales leave as two 8-byte and two 1-byte stores.
-template <class Quantizer, class Layout, class T, int MinBlocks = 0>
+//! No permutation, turbo path, even K / B, fewer than three quarters of the blocks selected
+//! (`rac_pair_applies`; the default configuration's kernel there); `Own`: `residual_scale::own`
+//! (a second multiplier table for the residual amax's scale, which an earlier pass computed; a
+//! separate instantiation because the runtime choice cost the shared case 0.3-0.5 us at 8192 x
+//! 4096, H200 2026-11-30 19:32 UTC). A warp
+//! takes 32 block pairs of a row per step (lane l: pair 32 s + l, a 64-byte load; the next step's
+//! pair and slot entries are loaded before this step is encoded), quantizes them as the plain
+//! quantize's pair kernel does and stores Q(x) as contiguous warp stores (512 bytes of codes, 64 of
+//! scales). Its selected blocks go, in block order, to a ring in shared memory (raw x, Q(x));
+//! whenever 32 are pending the warp's lanes take one each: decode Q(x) (`dequantize_block` with the
+//! byte-permute decoder: `Quantizer::decode`), residual `x - QDQ(x)`, the fp32 turbo block with the
+//! residual's scale (the kernels' fast block path for a NaN residual or an unusable table). Ring
+//! entries of a row have consecutive j, so the residual codes and scales also leave as contiguous
+//! warp stores, and no lane idles on a scattered selection. Rows with an odd `nkb + nsel` are not
+//! 16-byte aligned: their codes and scales leave as two 8-byte and two 1-byte stores.
+template <class Quantizer, class Layout, class T, int MinBlocks = 0, bool Own = false>
 __global__ void __launch_bounds__(rac_threads, MinBlocks)
     rac_pair_kernel(const T* x, std::int64_t row_stride, kd::fast_divmod seg_div,
                     std::uint32_t units, const int* slot, scale_source<Quantizer> src,
@@ -670,6 +673,7 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
   constexpr int E = ring_entry_words / 4; // 16-byte words per entry
   __shared__ uint4 ring_mem[rac_threads / 32][ring_entries * E];
   __shared__ float turbo_tab[kd::turbo_table_floats];
+  __shared__ float turbo_tab_r[Own ? kd::turbo_table_floats : 1]; // the residual's table
   kd::pdl_enter(); // launched programmatically above the small-call size
   const std::uint32_t lane = threadIdx.x & 31u;
   uint4* ring = ring_mem[threadIdx.x >> 5];
@@ -697,11 +701,14 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
     position(u, row, kp);
     load(row, kp, next, jn);
   }
-  const tensor_scale ts = src.x(0); // the residual shares x's scale
+  const tensor_scale ts = src.x(0);
+  const tensor_scale ts_r = Own ? src.r(0, ts) : ts; // `own`: the residual amax's scale
   const kd::turbo_ctx tc = kd::make_turbo_ctx<Quantizer>(ts, turbo_tab); // synchronises
+  kd::turbo_ctx tc_r = tc;
+  if constexpr (Own) tc_r = kd::make_turbo_ctx<Quantizer>(ts_r, turbo_tab_r);
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     if (w.x_scales != nullptr) w.x_scales[0] = ts;
-    if (w.r_scales != nullptr) w.r_scales[0] = ts;
+    if (w.r_scales != nullptr) w.r_scales[0] = ts_r;
   }
   const auto put_pair = [&](std::uint32_t r, std::uint32_t k, const kd::block_words<B>(&q)[2]) {
     std::uint8_t* codes = w.data + static_cast<std::size_t>(r) * row_bytes + k * 16u;
@@ -736,14 +743,14 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
     for (int i = 0; i < B; ++i)
       res[i] = quads::detail::add_rn(v[i], -dq[i]);
     kd::block_words<B> qr;
-    if (!(tc.ok && kd::turbo_block_f32<Quantizer>(res, tc, qr))) {
+    if (!(tc_r.ok && kd::turbo_block_f32<Quantizer>(res, tc_r, qr))) {
       float rv[1][B];
 #pragma unroll
       for (int i = 0; i < B; ++i)
         rv[0][i] = res[i];
       const std::uint64_t idx[1] = {residual_block_index(w.rows, w.nkb, w.nsel, r, j)};
       kd::block_words<B> b1[1];
-      kd::quantize_blocks<Quantizer, 1>(rv, ts, w.seed, idx, b1);
+      kd::quantize_blocks<Quantizer, 1>(rv, ts_r, w.seed, idx, b1);
       qr = b1[0];
     }
     *reinterpret_cast<uint2*>(w.data + static_cast<std::size_t>(r) * row_bytes +
@@ -1003,18 +1010,27 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
                      static_cast<std::uint64_t>(sms) * 128u;
   bool launched = false; // the pair or the column kernel
   if constexpr (detail::rac_column_applies<Quantizer, T>) {
-    if (sel.order == nullptr && !own && detail::rac_pair_applies(nkb, nsel, out.data, sel.slot)) {
-      constexpr auto kernel = detail::rac_pair_kernel<Quantizer, Layout, T, ColumnMinBlocks>;
+    if (sel.order == nullptr && detail::rac_pair_applies(nkb, nsel, out.data, sel.slot)) {
       const std::uint32_t segs = static_cast<std::uint32_t>(nkb / 2 + 31) / 32;
       const std::uint64_t units = static_cast<std::uint64_t>(rows) * segs;
       // small calls in 128-thread CTAs: twice the SMs share the warps (H200, 2026-11-30 19:02
       // UTC, bf16 16 / 64 x 4096 at 50 %: 6.34-6.43 / 6.50-6.66 us with 256 threads, 5.76-5.95 /
       // 6.08-6.14 with 128, 6.05-6.21 / 6.21-6.34 with 64; 256 x 4096 unchanged)
       const int threads = small ? 128 : detail::rac_threads;
-      const unsigned grid = kd::grid_for<kernel>(threads, units * 32, 8);
-      if (const cudaError_t e = kd::launch_kernel(
-              !small, kernel, dim3(grid), dim3(threads), 0, stream, x, stride,
-              kd::fast_divmod(segs), static_cast<std::uint32_t>(units), sel.slot, src, w);
+      const auto launch_pair = [&](auto kernel_c) {
+        constexpr auto kernel = decltype(kernel_c)::value;
+        const unsigned grid = kd::grid_for<kernel>(threads, units * 32, 8);
+        return kd::launch_kernel(!small, kernel, dim3(grid), dim3(threads), 0, stream, x, stride,
+                                 kd::fast_divmod(segs), static_cast<std::uint32_t>(units), sel.slot,
+                                 src, w);
+      };
+      using kd::kernel_constant;
+      if (const cudaError_t e =
+              own ? launch_pair(
+                        kernel_constant<
+                            detail::rac_pair_kernel<Quantizer, Layout, T, ColumnMinBlocks, true>>{})
+                  : launch_pair(kernel_constant<
+                                detail::rac_pair_kernel<Quantizer, Layout, T, ColumnMinBlocks>>{});
           e != cudaSuccess)
         return kd::fail(cudaGetErrorString(e), e);
       launched = true;
