@@ -15,13 +15,14 @@
 //!   no atomics on the sums, so the doubles do not depend on scheduling).
 //!
 //! `rac_quantize` kernels: each block goes through `residual_quantizer<Quantizer>` (the one QDQ
-//! path, twice for a selected block) or, for the NVFP4 default recipe from bf16 / fp16 with a
-//! shared residual scale, through the kernels' turbo path, which gives the same bytes. Without
-//! permutation: the pair kernel (warp steps of 32 block pairs, residuals through a per-warp ring;
-//! fewer than 3/4 of the blocks selected, even K / B), the column kernel (a per-CTA column map,
-//! selected columns first; the other turbo cases), else a grid-stride loop giving each thread
-//! whole blocks (two per iteration for more loads in flight); with a permutation each CTA stages a
-//! row in shared memory with coalesced 16-byte loads and gathers the permuted blocks from there.
+//! path, twice for a selected block) or, for the NVFP4 default recipe from bf16 / fp16, through
+//! the kernels' turbo path, which gives the same bytes. Without permutation: the pair kernel (warp
+//! steps of 32 block pairs, residuals through a per-warp ring; fewer than 3/4 of the blocks
+//! selected, even K / B, either residual scale), the column kernel (a per-CTA column map, selected
+//! columns first; the other turbo cases with a shared residual scale), else a grid-stride loop
+//! giving each thread whole blocks (two per iteration for more loads in flight); with a
+//! permutation each CTA stages a row in shared memory with coalesced 16-byte loads and gathers the
+//! permuted blocks from there.
 //! Passes over x: 1 with a given x scale and `residual_scale::shared`; +1 amax pass for
 //! `global_scale::per_tensor` / `per_row`; +1 pass over the selected blocks for
 //! `residual_scale::own` (their residual amax).
