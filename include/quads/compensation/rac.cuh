@@ -1007,8 +1007,7 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
   }
   // the pair and column kernels start programmatically above the small-call size, as the plain
   // quantize's kernels do (`enqueue_block`)
-  const bool small = static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(nkb) <=
-                     static_cast<std::uint64_t>(sms) * 128u;
+  const bool small = kd::small_call(static_cast<std::uint64_t>(rows) * nkb);
   bool launched = false; // the pair or the column kernel
   if constexpr (detail::rac_column_applies<Quantizer, T>) {
     if (sel.order == nullptr && detail::rac_pair_applies(nkb, nsel, out.data, sel.slot)) {

@@ -96,6 +96,14 @@ inline bool aligned(const void* p, std::size_t a) noexcept {
   return reinterpret_cast<std::uintptr_t>(p) % a == 0;
 }
 
+//! Whether a call of `blocks` quantization blocks is small (at most 128 per SM): such calls are
+//! latency-bound, take the one-wave kernels and launch plainly (programmatic launch measured
+//! slower for them isolated).
+inline bool small_call(std::uint64_t blocks) noexcept {
+  const int sms = sm_count();
+  return blocks <= static_cast<std::uint64_t>(sms > 0 ? sms : 132) * 128u;
+}
+
 // Programmatic dependent launch (PDL, sm_90+). A kernel launched programmatically may
 // start while the previous kernel of the stream is still finishing, so it must call `pdl_wait`
 // before its first global memory access (read or write): `griddepcontrol.wait` returns once every

@@ -1357,8 +1357,7 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   // small calls (at most 128 blocks per SM) take the block kernel with one block per thread:
   // twice the threads of the pair kernel, half the latency chain each (isolated-call latency)
   const std::uint64_t sms = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132);
-  const bool small =
-      static_cast<std::uint64_t>(total) * static_cast<std::uint64_t>(s.experts) <= sms * 128u;
+  const bool small = small_call(static_cast<std::uint64_t>(total) * s.experts);
   // Larger calls start programmatically (`pdl_wait`): their CTAs take the SMs as the previous
   // kernel's CTAs retire. Back to back at 8192 x 8192 bf16 on the H200 (2026-11-30 15:22 UTC):
   // swizzled quantize 48.2 -> 47.2 us, QDQ 71.8 -> 70.9 us; isolated small calls measured
