@@ -101,11 +101,13 @@ QUADS_API void gen_block(std::uint64_t seed, std::uint64_t b, float (&x)[Quantiz
   }
 }
 
-//! FNV-1a over the fp32 bits of a dequantized block.
+//! FNV-1a over the fp32 bits of a dequantized block, every NaN hashed as one value: a NaN
+//! product's sign and payload are not the library's (the GPU's multiply returns 0x7fffffff, x86
+//! propagates an operand's NaN; docs/formats.md), so only NaN-ness is compared.
 QUADS_API std::uint32_t hash_block(const float* y, int n) {
   std::uint32_t h = 2166136261u;
   for (int i = 0; i < n; ++i) {
-    h ^= quads::detail::to_bits(y[i]);
+    h ^= y[i] != y[i] ? 0x7fffffffu : quads::detail::to_bits(y[i]);
     h *= 16777619u;
   }
   return h;
