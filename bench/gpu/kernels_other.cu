@@ -12,15 +12,19 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
+//! `accumulate`: max(old, new), the amax-history form, which zeroes nothing (so its time minus
+//! the plain call's is what the zeroing memset costs).
 template <class T>
-void add_tensor_amax(const shape3& s) {
+void add_tensor_amax(const shape3& s, bool accumulate = false) {
   const std::size_t in = s.elems() * sizeof(T);
-  register_kernel("amax/tensor/" + std::string(type_name<T>()) + "/" + s.label(),
+  register_kernel(std::string(accumulate ? "amax/tensor_accumulate/" : "amax/tensor/") +
+                      type_name<T>() + "/" + s.label(),
                   double(in) + 4.0 * s.experts, {{in, random_of<T>()}},
                   {{sizeof(float) * s.experts, init::none}},
-                  [s](const launch_buffers& b, cudaStream_t st) {
+                  [s, accumulate](const launch_buffers& b, cudaStream_t st) {
                     return checked(kernels::tensor_amax(b.slot[0].get<const T>(), s.tensor(),
-                                                        b.shared[0].get<float>(), st));
+                                                        b.shared[0].get<float>(), st,
+                                                        accumulate));
                   });
 }
 
@@ -142,6 +146,7 @@ void register_other_suite() {
   mats.insert(mats.end(), token_shapes().begin(), token_shapes().end());
   for (const auto& s : mats) add_tensor_amax<bf16>(s);
   for (const auto& s : stack_shapes()) add_tensor_amax<bf16>(s);
+  for (const auto& s : sweep_shapes()) add_tensor_amax<bf16>(s, true);
   for (const auto& s : sweep_shapes()) add_row_amax<bf16>(s);
 
   for (const auto& s : sweep_shapes())

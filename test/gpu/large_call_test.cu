@@ -98,5 +98,13 @@ TEST_SUITE("gpu.large") {
         check_amax_garbage<float>(sh, k, s, variant + 1);
         ++variant;
       }
+    // more than one round (programmatic zeroing + amax kernels): 256 x 4 and 1024 x 8 kernels
+    for (const shape3 sh : {shape3{1, 2048, 4096}, shape3{4, 512, 4096}, shape3{1, 4096, 8192}})
+      for (const input_kind k : {input_kind::normal, input_kind::specials}) {
+        const std::uint64_t s = seed() + 15485863u * variant;
+        check_amax_garbage<bf16>(sh, k, s, variant);
+        check_amax_garbage<float>(sh, k, s, variant + 1);
+        ++variant;
+      }
   }
 }

@@ -29,6 +29,38 @@ __global__ void probe_kernel(const unsigned char* x, unsigned char* seen,
   seen[1] = *static_cast<const volatile unsigned char*>(x);
 }
 
+//! The tensor amax of a tensor that a late producer writes, into an output holding garbage: the
+//! calls of more than one round launch a zeroing kernel and the amax kernel programmatically, so
+//! both must wait (the old contents are the new values doubled: a different amax).
+void check_amax_late(shape3 sh, std::uint64_t s) {
+  const int E = sh.experts, R = sh.rows, C = sh.cols;
+  CAPTURE(describe("tensor amax (late input, garbage out)", "-", "-", "bf16", sh,
+                   input_kind::normal, s));
+  const std::size_t rows_all = static_cast<std::size_t>(E) * R;
+  const std::vector<float> x = make_input<bf16>(input_kind::normal, E, R, C, 16, s);
+  std::vector<float> old(x);
+  for (float& v : old)
+    v *= 2.0f; // exact in bf16 (the inputs are far from the overflow threshold)
+  device_buffer<bf16> staged(rows_all * C), dx(rows_all * C);
+  upload_strided(staged, x, rows_all, C, C);
+  upload_strided(dx, old, rows_all, C, C);
+  device_buffer<float> dt(E, 0x7f); // 0x7f7f7f7f: a huge positive float an atomicMax would keep
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess); // the uploads ran on the legacy stream
+  late_copy(staged, dx, stream);
+  QUADS_CUDA_CHECK(
+      kernels::tensor_amax(dx.ptr, kernels::tensor_shape{E, R, C, C, 0}, dt.ptr, stream));
+  REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  cudaStreamDestroy(stream);
+  const auto t = dt.download(E);
+  for (int e = 0; e < E; ++e) {
+    const float want = reference::amax(std::span<const float>(x).subspan(
+        static_cast<std::size_t>(e) * R * C, static_cast<std::size_t>(R) * C));
+    CHECK(fbits(t[e]) == fbits(want));
+  }
+}
+
 } // namespace
 
 TEST_SUITE("gpu.pdl") {
@@ -73,5 +105,11 @@ TEST_SUITE("gpu.pdl") {
                                                                  s0 + 5, 0, false, 0, true);
     check_quantize<q_given, swizzled_128x4, float>({1, 256, 2048}, input_kind::normal, s0 + 6, 0,
                                                    false, 0, true);
+    // the amax pass of more than one round (256 x 4 and 1024 x 8 kernels, an expert stack), alone
+    // and inside a per-tensor quantize
+    for (const shape3 sh : {shape3{1, 2048, 4096}, shape3{1, 4096, 8192}, shape3{3, 700, 4096}})
+      check_amax_late(sh, s0 + 7);
+    check_quantize<block_quantizer<nvfp4>, swizzled_128x4, bf16>(
+        {1, 2048, 4096}, input_kind::normal, s0 + 8, 0, true, 0, true);
   }
 }

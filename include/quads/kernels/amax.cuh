@@ -9,10 +9,12 @@
 //! Across CTAs the tensor amax is combined in one of two ways:
 //! - one CTA covers the tensor (per expert): it stores the result, one launch;
 //! - otherwise `atomicMax` on the fp32 bits (monotonic for non-negative floats, +Inf =
-//!   0x7f800000 included) into a buffer zeroed by `cudaMemsetAsync`. (Measured slower on the
-//!   H200 and removed in the seventh session: a cluster whose CTAs meet in distributed shared
-//!   memory, a zeroing kernel + programmatic dependent launch, a cooperative grid barrier;
-//!   docs/benchmarks.md.)
+//!   0x7f800000 included) into a buffer zeroed first: by `cudaMemsetAsync` for one-round calls,
+//!   by `zero_floats_kernel` for larger ones, where both kernels are launched programmatically
+//!   (a memset ends the stream's chain of programmatic launches; the tenth session measured
+//!   the pair 1 us faster at 8192 x 8192, and a plainly launched zeroing kernel slower than the
+//!   memset). (Measured slower on the H200 and removed in the seventh session: a cluster whose
+//!   CTAs meet in distributed shared memory, a cooperative grid barrier; docs/benchmarks.md.)
 //! With `accumulate` the result is max(old, new) and nothing is zeroed. bf16 / fp16 inputs are
 //! reduced as packed pairs (`packed_amax`).
 #pragma once
@@ -196,10 +198,12 @@ QUADS_DEVICE_API float cta_max_thread0(float m, float* red) {
 
 //! Tensor amax of each expert (blockIdx.y) over 16-byte words; `vecs` = words per row.
 //! `Threads` per CTA, `Unroll` words in flight per thread (chosen by size in `enqueue_tensor_amax`).
-template <class T, int Threads = amax_threads, int Unroll = amax_unroll>
+//! `Pdl`: launched programmatically (waits for the previous grids first).
+template <class T, int Threads = amax_threads, int Unroll = amax_unroll, bool Pdl = false>
 __global__ void __launch_bounds__(Threads)
     tensor_amax_kernel(const T* x, fast_divmod vecs, std::uint32_t total, std::int64_t row_stride,
                        std::int64_t expert_stride, float* amax, int store) {
+  if constexpr (Pdl) pdl_enter();
   __shared__ float red[Threads / 32];
   const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
   float m = thread_amax<T, Unroll>(xe, vecs, total, row_stride,
@@ -214,6 +218,16 @@ __global__ void __launch_bounds__(Threads)
       atomic_max_nonneg(amax + blockIdx.y, m);
     }
   }
+}
+
+//! Zeroes `n` floats for the atomics of a programmatic `tensor_amax_kernel` launch: unlike
+//! `cudaMemsetAsync`, a kernel keeps the stream's chain of programmatic launches (the amax kernel's
+//! CTAs are placed while this one finishes). Launched programmatically too.
+template <int = 0> // a template, so the header can be in several TUs
+__global__ void zero_floats_kernel(float* p, int n) {
+  pdl_enter();
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x))
+    p[i] = 0.0f;
 }
 
 //! Row amax: one CTA per row (grid-stride over `experts * rows`).
@@ -326,7 +340,11 @@ struct amax_extent {
 //! (docs/benchmarks.md, "Small calls, sixth session", 2026-11-30 10:23 UTC, cold isolated
 //! calls): 256 threads x 2 words when the grid covers the tensor in one round (16 / 64 x 4096
 //! bf16: 4.61 / 4.77 us against 4.74 / 4.90 us with 4 words), 1024 threads x 8 words from 4 Mi
-//! words (8192 x 8192 bf16: 33.2 us against 33.5 us), else 256 x 4.
+//! words (8192 x 8192 bf16: 33.2 us against 33.5 us), else 256 x 4. The kernels of more than one
+//! round are launched programmatically, after `zero_floats_kernel` where the output is zeroed
+//! (8192 x 8192 bf16 back to back: 32.3 us against 33.3-33.5 with `cudaMemsetAsync` and plain
+//! launches; a plain zeroing kernel was slower than the memset: 34.4-34.9 us; docs/benchmarks.md
+//! "Tenth session").
 template <class T>
 inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax,
                                        cudaStream_t stream, bool accumulate) {
@@ -339,28 +357,30 @@ inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float*
         static_cast<int>(accumulate ? amax_store::direct_max : amax_store::direct));
     return cudaGetLastError();
   }
-  if (!accumulate) { // with `accumulate`: atomics into the caller's values, nothing to zero
-    if (const cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float) * experts, stream);
-        e != cudaSuccess)
-      return e;
-  }
-  const auto launch = [&](auto kernel, int threads, int unroll) {
-    constexpr auto k = decltype(kernel)::value;
-    const unsigned g = grid_for<k>(threads, (ext.total + unroll - 1) / unroll, 8, s.experts);
-    k<<<dim3(g, experts), static_cast<unsigned>(threads), 0, stream>>>(
-        x, fast_divmod(ext.vecs), ext.total, s.rstride(), s.estride(), amax,
-        static_cast<int>(amax_store::atomic));
-    return cudaGetLastError();
-  };
   const std::uint64_t one_round = static_cast<std::uint64_t>(sm_count() > 0 ? sm_count() : 132) *
                                   static_cast<std::uint64_t>(occupancy<tensor_amax_kernel<T>>(
                                       amax_threads)) *
                                   amax_threads * 2u / experts;
+  const bool programmatic = ext.total > one_round;
+  if (!accumulate) { // with `accumulate`: atomics into the caller's values, nothing to zero
+    const cudaError_t e =
+        programmatic
+            ? launch_kernel(true, zero_floats_kernel<>, dim3(1), dim3(cta_threads_for(s.experts)),
+                            0, stream, amax, s.experts)
+            : cudaMemsetAsync(amax, 0, sizeof(float) * experts, stream);
+    if (e != cudaSuccess) return e;
+  }
+  const auto launch = [&](auto kernel, int threads, int unroll) {
+    constexpr auto k = decltype(kernel)::value;
+    const unsigned g = grid_for<k>(threads, (ext.total + unroll - 1) / unroll, 8, s.experts);
+    return launch_kernel(programmatic, k, dim3(g, experts), dim3(static_cast<unsigned>(threads)),
+                         0, stream, x, fast_divmod(ext.vecs), ext.total, s.rstride(), s.estride(),
+                         amax, static_cast<int>(amax_store::atomic));
+  };
   if (ext.total >= (std::uint32_t{1} << 22))
-    return launch(kernel_constant<tensor_amax_kernel<T, 1024, 8>>{}, 1024, 8);
-  if (ext.total <= one_round)
-    return launch(kernel_constant<tensor_amax_kernel<T, 256, 2>>{}, 256, 2);
-  return launch(kernel_constant<tensor_amax_kernel<T>>{}, 256, 4);
+    return launch(kernel_constant<tensor_amax_kernel<T, 1024, 8, true>>{}, 1024, 8);
+  if (!programmatic) return launch(kernel_constant<tensor_amax_kernel<T, 256, 2>>{}, 256, 2);
+  return launch(kernel_constant<tensor_amax_kernel<T, amax_threads, amax_unroll, true>>{}, 256, 4);
 }
 
 } // namespace detail
@@ -368,8 +388,8 @@ inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float*
 //! Tensor amax of `x` (`[experts, rows, cols]`, strides in elements): writes `experts` floats
 //! to device memory `amax` (one per expert), or with `accumulate` max(old, new) (e.g. for amax
 //! history). Launches (see the file comment): one kernel when one CTA covers an expert (up to
-//! 1024 16-byte words, 1 x 8192 bf16 values), else `cudaMemsetAsync` (none with `accumulate`)
-//! and the amax kernel. Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples
+//! 1024 16-byte words, 1 x 8192 bf16 values), else a zeroing step (none with `accumulate`) and
+//! the amax kernel; calls of more than one round on the device launch both programmatically. Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples
 //! of 16.
 template <class T>
 cudaError_t tensor_amax(const T* x, const tensor_shape& shape, float* amax,
