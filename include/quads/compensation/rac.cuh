@@ -200,17 +200,12 @@ struct rac_writer {
                                                       std::uint64_t seed, std::uint64_t index,
                                                       code_words<F>& out) {
     if constexpr (kd::fast_path_applies<Quantizer>) {
-      float vv[1][B];
-#pragma unroll
-      for (int i = 0; i < B; ++i)
-        vv[0][i] = v[i];
-      const std::uint64_t idx[1] = {index};
-      kd::block_words<B> bw[1];
-      kd::quantize_blocks<Quantizer, 1>(vv, ts, seed, idx, bw);
+      kd::block_words<B> bw;
+      kd::quantize_block<Quantizer>(v, ts, seed, index, bw);
 #pragma unroll
       for (int i = 0; i < B / 8; ++i)
-        out.w[i] = bw[0].w[i];
-      return bw[0].scale;
+        out.w[i] = bw.w[i];
+      return bw.scale;
     } else {
       const packed_block<F> pb = Quantizer::quantize(v, ts, Quantizer::bits_for(seed, index));
       out = words_of(pb);
@@ -505,6 +500,8 @@ QUADS_DEVICE_API bool rac_turbo_block(const kd::raw_block<T, 16>& raw, bool sele
       res[i] = quads::detail::add_rn(v[i], -__uint_as_float(__float_as_uint(dq[0][i]) |
                                                             (__float_as_uint(v[i]) & 0x80000000u)));
     if (!kd::turbo_block_f32<Quantizer, P>(res, tc, qr)) {
+      // `kd::quantize_block` spelled out: through the helper ptxas allocated the column kernel's
+      // registers differently (spills in the per-tensor instantiation; tenth session)
       float rv[1][B];
 #pragma unroll
       for (int i = 0; i < B; ++i)
@@ -744,16 +741,9 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
     for (int i = 0; i < B; ++i)
       res[i] = quads::detail::add_rn(v[i], -dq[i]);
     kd::block_words<B> qr;
-    if (!(tc_r.ok && kd::turbo_block_f32<Quantizer>(res, tc_r, qr))) {
-      float rv[1][B];
-#pragma unroll
-      for (int i = 0; i < B; ++i)
-        rv[0][i] = res[i];
-      const std::uint64_t idx[1] = {residual_block_index(w.rows, w.nkb, w.nsel, r, j)};
-      kd::block_words<B> b1[1];
-      kd::quantize_blocks<Quantizer, 1>(rv, ts_r, w.seed, idx, b1);
-      qr = b1[0];
-    }
+    if (!(tc_r.ok && kd::turbo_block_f32<Quantizer>(res, tc_r, qr)))
+      kd::quantize_block<Quantizer>(res, ts_r, w.seed,
+                                    residual_block_index(w.rows, w.nkb, w.nsel, r, j), qr);
     *reinterpret_cast<uint2*>(w.data + static_cast<std::size_t>(r) * row_bytes +
                               static_cast<std::uint32_t>(w.nkb + j) * (B / 2)) =
         make_uint2(qr.w[0], qr.w[1]);

@@ -143,6 +143,22 @@ QUADS_DEVICE_API void quantize_blocks(float (&v)[U][Quantizer::block_size], tens
   }
 }
 
+//! `quantize_blocks` of one block into `out` (`v` is kept).
+template <class Quantizer>
+QUADS_DEVICE_API void quantize_block(const float (&v)[Quantizer::block_size], tensor_scale ts,
+                                     std::uint64_t seed, std::uint64_t index,
+                                     block_words<Quantizer::block_size>& out) {
+  constexpr int B = Quantizer::block_size;
+  float w[1][B];
+#pragma unroll
+  for (int i = 0; i < B; ++i)
+    w[0][i] = v[i];
+  const std::uint64_t idx[1] = {index};
+  block_words<B> q[1];
+  quantize_blocks<Quantizer, 1>(w, ts, seed, idx, q);
+  out = q[0];
+}
+
 //! Whether the turbo block path (kernels/common.cuh) applies to fp32 values
 //! (`turbo_block_f32`): NVFP4-like two-level 16-element blocks, nearest-even, amax -> 6, IEEE
 //! scale math.
