@@ -6,7 +6,8 @@
 //! suite's adversarial inputs (NaN, Inf, boundary values, scale underflow, zeros, raw bit
 //! patterns), for given and per-tensor x scales, both scale layouts, ratios 0 .. 100 %, K with
 //! fewer than 32 blocks, |S| not a multiple of 32, and odd K' / B (unaligned rows); and the pair
-//! kernel with the residual's own scale (odd K / B and 100 % then take the plain kernel).
+//! kernel with the residual's own scale (odd K / B and 100 % then take the plain kernel); and the
+//! gather kernel of permuted selections (shared and own residual scales).
 #include "gpu_test.cuh"
 
 #include <quads/compensation/compensation.hpp>
@@ -22,7 +23,7 @@ namespace qk = quads::compensation::kernels;
 
 template <class Quantizer, class Layout, class T>
 void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s,
-               qc::residual_scale rsc) {
+               qc::residual_scale rsc, qc::permutation perm) {
   using F = typename Quantizer::format;
   constexpr quant_options O = Quantizer::options;
   constexpr bool given = O.global == global_scale::given;
@@ -31,7 +32,7 @@ void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s,
   for (std::size_t i = 0; i < x.size(); ++i)
     xt[i] = to_elem<T>(x[i]);
   const qc::channel_statistics st(K);
-  const auto sel = qc::select_channels(qc::random_channels{s}, st, ratio, qc::permutation::none);
+  const auto sel = qc::select_channels(qc::random_channels{s}, st, ratio, perm);
   const tensor_scale g = make_given<Quantizer>(2, s)[1];
   const auto host = qc::reference::quantize_activation<F, O, Layout>(
       x, rows, sel, {.residual = rsc, .given = std::span(&g, 1)});
@@ -46,17 +47,19 @@ void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s,
   dg.upload({g});
   device_buffer<float> ws(qk::rac_workspace_floats(rows));
   const auto t = qk::make_selection_tables(sel);
-  device_buffer<int> slot(t.slot.size()), blocks(t.blocks.size() + 1);
+  device_buffer<int> slot(t.slot.size()), blocks(t.blocks.size() + 1), order(t.order.size() + 1);
   slot.upload(t.slot);
   if (!t.blocks.empty()) blocks.upload(t.blocks);
-  const qk::device_selection view{sel.channels, sel.selected_blocks(), nullptr, slot.ptr,
+  if (!t.order.empty()) order.upload(t.order);
+  const qk::device_selection view{sel.channels, sel.selected_blocks(),
+                                  t.order.empty() ? nullptr : order.ptr, slot.ptr,
                                   t.blocks.empty() ? nullptr : blocks.ptr};
   const qk::rac_args args{rsc, given ? dg.ptr : nullptr, ws.ptr, 0};
   QUADS_CUDA_CHECK((qk::rac_quantize<Quantizer, Layout, T>(
       dx.ptr, rows, view, qk::rac_view{data.ptr, scales.ptr, xs.ptr, rs.ptr}, args)));
   sync_ok();
   INFO(kind_name(kind) << " rows " << rows << " K " << K << " ratio " << ratio << " seed " << s
-                       << (given ? " given" : " per-tensor")
+                       << " " << qc::to_string(perm) << (given ? " given" : " per-tensor")
                        << (std::is_same_v<Layout, swizzled_128x4> ? " swizzled" : " linear"));
   const auto d = data.download(host.data.size());
   const auto sc = scales.download(host.scales.size());
@@ -73,7 +76,8 @@ void check_rac(input_kind kind, int rows, int K, double ratio, std::uint64_t s,
 }
 
 template <class Quantizer, class Layout, class T>
-void sweep(std::uint64_t s, qc::residual_scale rsc = qc::residual_scale::shared) {
+void sweep(std::uint64_t s, qc::residual_scale rsc = qc::residual_scale::shared,
+           qc::permutation perm = qc::permutation::none) {
   // even K / B takes the pair kernel: 1 x 4096 (8 full warp steps), 130 x 1536 (3 steps per
   // row), 300 x 544 (17 pairs: a part step per row), 129 x 3104 (97 pairs: 4 steps, the last with
   // one pair), 70 x 1056; odd K / B (13, 1 blocks) the column kernel
@@ -85,7 +89,7 @@ void sweep(std::uint64_t s, qc::residual_scale rsc = qc::residual_scale::shared)
     for (const auto& sh : shapes) {
       const double ratio = ratios[(i++) % 5];
       check_rac<Quantizer, Layout, T>(kind, sh[0], sh[1], ratio, s + static_cast<std::uint64_t>(i),
-                                      rsc);
+                                      rsc, perm);
     }
 }
 
@@ -110,5 +114,13 @@ TEST_SUITE("gpu.rac_column") {
     const std::uint64_t s = seed();
     sweep<q_given, linear_scales, __nv_bfloat16>(s + 500, qc::residual_scale::own);
     sweep<q_tensor, swizzled_128x4, __half>(s + 600, qc::residual_scale::own);
+  }
+  TEST_CASE("sm90: RAC's gather kernel (selected channels moved to the end) is byte-identical to "
+            "the host reference on adversarial inputs") {
+    const std::uint64_t s = seed();
+    constexpr auto end = qc::permutation::selected_to_end;
+    sweep<q_given, linear_scales, __nv_bfloat16>(s + 700, qc::residual_scale::shared, end);
+    sweep<q_tensor, swizzled_128x4, __half>(s + 800, qc::residual_scale::shared, end);
+    sweep<q_tensor, linear_scales, __nv_bfloat16>(s + 900, qc::residual_scale::own, end);
   }
 }

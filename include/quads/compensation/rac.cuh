@@ -807,6 +807,8 @@ __global__ void __launch_bounds__(rac_threads, MinBlocks)
 }
 
 //! No permutation, residual amax pass (`own`): the same tiling over the selected blocks only.
+//! With the turbo path (per-tensor or given x scale) QDQ(x) comes from `turbo_blocks`' values
+//! (a NaN block, or a table the path refuses, takes the core functors).
 template <class Quantizer, class T>
 __global__ void __launch_bounds__(rac_threads)
     rac_plain_amax_kernel(const T* x, std::int64_t row_stride, warp_tiling tiles, int nkb,
@@ -815,6 +817,10 @@ __global__ void __launch_bounds__(rac_threads)
   __shared__ float red[rac_threads / 32];
   constexpr int B = Quantizer::block_size;
   constexpr bool per_row = scale_source<Quantizer>::per_row;
+  constexpr bool turbo = kd::turbo_applies<Quantizer, T> && !per_row;
+  __shared__ float turbo_tab[turbo ? kd::turbo_table_floats : 1];
+  kd::turbo_ctx tc{};
+  if constexpr (turbo) tc = kd::make_turbo_ctx<Quantizer>(src.x(0), turbo_tab); // synchronises
   float m = 0.0f;
   const std::uint32_t lane = threadIdx.x & 31u;
   const std::uint32_t nwarps = (gridDim.x * blockDim.x) >> 5;
@@ -827,9 +833,26 @@ __global__ void __launch_bounds__(rac_threads)
     kd::load_raw<T, B>(x + row * row_stride + static_cast<std::int64_t>(kb) * B, raw);
     float v[B];
     kd::widen(raw, v);
-    const auto bx = Quantizer::bits_for(
-        seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
-    const float a = residual_quantizer<Quantizer>::residual_amax(v, src.x(row), bx);
+    float a = 0.0f;
+    bool done = false;
+    if constexpr (turbo) {
+      const kd::raw_block<T, B> one[1] = {raw};
+      kd::block_words<B> q1[1];
+      float dq[1][B];
+      if (tc.ok && kd::turbo_blocks<Quantizer, T, 1, false, true>(one, tc, q1, dq)) {
+#pragma unroll
+        for (int i = 0; i < B; ++i) // |x - decode(code)|; decode has x's sign (turbo_blocks)
+          a = fmaxf(a, fabsf(quads::detail::add_rn(
+                           v[i], -__uint_as_float(__float_as_uint(dq[0][i]) |
+                                                  (__float_as_uint(v[i]) & 0x80000000u)))));
+        done = true;
+      }
+    }
+    if (!done) {
+      const auto bx = Quantizer::bits_for(
+          seed, static_cast<std::uint64_t>(row) * static_cast<std::uint64_t>(nkb) + kb);
+      a = residual_quantizer<Quantizer>::residual_amax(v, src.x(row), bx);
+    }
     if constexpr (per_row)
       kd::atomic_max_nonneg(r_amax + row, a);
     else
