@@ -927,8 +927,9 @@ inline cudaError_t allow_smem(int bytes) {
 //! Requires: `sel.channels % B == 0`; `x` and `row_stride * sizeof(T)` multiples of 16 bytes;
 //! `out.data` aligned to B/2; swizzled scales are zeroed first with `cudaMemsetAsync` (padding);
 //! with a permutation `K * sizeof(T) <= 200 KiB`; `rows * K' / B < 2^31`.
-//! Launches: 1 kernel (given + shared); +1 amax kernel (per_tensor: + a memset) or the row amax
-//! kernel (per_row); +1 memset and residual-amax kernel for `own`.
+//! Launches: 1 kernel (given + shared); + the amax pass of `tensor_amax` (per_tensor: one kernel,
+//! or a zeroing step and the amax kernel) or the row amax kernel (per_row); +1 memset and
+//! residual-amax kernel for `own`.
 //! `ColumnMinBlocks`: resident CTAs per SM asked of ptxas for the pair and column kernels (a
 //! benchmark knob; 0: no request). The results do not depend on it.
 template <class Quantizer, scale_layout Layout = linear_scales, class T, int ColumnMinBlocks = 0>
@@ -977,7 +978,7 @@ cudaError_t rac_quantize(const T* x, int rows, const device_selection& sel, cons
   float* r_amax = args.workspace != nullptr ? args.workspace + n_scales : nullptr;
   ::quads::kernels::tensor_shape shape{1, rows, K, stride, 0};
   if constexpr (F::has_tensor_scale && O.global == global_scale::per_tensor) {
-    // the amax pass of `tensor_amax` (memset + kernel, or one kernel for a one-CTA tensor)
+    // the amax pass of `tensor_amax` (zeroing + amax kernel, or one kernel for a one-CTA tensor)
     if (const cudaError_t e = ::quads::kernels::tensor_amax(x, shape, x_amax, stream);
         e != cudaSuccess)
       return e;
@@ -1175,8 +1176,8 @@ __global__ void stats_decay_kernel(double* sq_error, double* max_abs, double* to
 //! `stats`, exactly as `calibrator<Quantizer>::observe` does on the host (same doubles).
 //! `workspace`: `statistics_workspace_floats(rows, K)` device floats, 16-byte aligned. `given`:
 //! device pointer to x's tensor scale for `global_scale::given`.
-//! Requires what `rac_quantize` requires of x. Launches: per_tensor memset + amax kernel (per_row:
-//! the row amax kernel), then two kernels.
+//! Requires what `rac_quantize` requires of x. Launches: per_tensor the amax pass of
+//! `tensor_amax` (per_row: the row amax kernel), then two kernels.
 template <class Quantizer, class T>
 cudaError_t accumulate_statistics(const T* x, int rows, const device_statistics& stats,
                                   float* workspace, const tensor_scale* given = nullptr,

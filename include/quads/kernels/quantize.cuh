@@ -1494,7 +1494,7 @@ inline cudaError_t dispatch_plain(const T* x, const tensor_shape& s, const scale
                                               args.seed, stream);
   } else {
     if constexpr (F::has_tensor_scale && O.global == global_scale::per_tensor) {
-      // the amax pass (no memset when one CTA covers an expert)
+      // the amax pass (nothing zeroed when one CTA covers an expert)
       const cudaError_t e = ::quads::kernels::tensor_amax(x, s, args.amax_workspace, stream);
       if (e != cudaSuccess) return e;
     }
@@ -1514,8 +1514,8 @@ inline cudaError_t dispatch_plain(const T* x, const tensor_shape& s, const scale
 //! `expert_stride * sizeof(T)` multiples of 16 bytes; `out.data` aligned to `block_size / 2`
 //! bytes; swizzled `out.scales` 4-byte aligned; `rows * cols` per expert < 2^31;
 //! `experts <= 65535`. Empty tensors (rows or cols 0) enqueue nothing.
-//! Launches: given / none: 1 kernel; per_row: 1 kernel; per_tensor: memset + 2 kernels (the
-//! amax pass as in `tensor_amax`: no memset when one CTA covers an expert).
+//! Launches: given / none: 1 kernel; per_row: 1 kernel; per_tensor: the amax pass as in
+//! `tensor_amax` (one kernel, or a zeroing step and the amax kernel), then the quantize kernel.
 template <class Quantizer, scale_layout Layout = linear_scales, class T>
 cudaError_t quantize(const T* x, const tensor_shape& shape, const quantized_view& out,
                      const scale_args& args = {}, cudaStream_t stream = nullptr) {
