@@ -197,8 +197,8 @@ QUADS_DEVICE_API float cta_max_thread0(float m, float* red) {
 }
 
 //! Tensor amax of each expert (blockIdx.y) over 16-byte words; `vecs` = words per row.
-//! `Threads` per CTA, `Unroll` words in flight per thread (chosen by size in `enqueue_tensor_amax`).
-//! `Pdl`: launched programmatically (waits for the previous grids first).
+//! `Threads` per CTA, `Unroll` words in flight per thread (chosen by size in
+//! `enqueue_tensor_amax`). `Pdl`: launched programmatically (waits for the previous grids first).
 template <class T, int Threads = amax_threads, int Unroll = amax_unroll, bool Pdl = false>
 __global__ void __launch_bounds__(Threads)
     tensor_amax_kernel(const T* x, fast_divmod vecs, std::uint32_t total, std::int64_t row_stride,
@@ -389,8 +389,8 @@ inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float*
 //! to device memory `amax` (one per expert), or with `accumulate` max(old, new) (e.g. for amax
 //! history). Launches (see the file comment): one kernel when one CTA covers an expert (up to
 //! 1024 16-byte words, 1 x 8192 bf16 values), else a zeroing step (none with `accumulate`) and
-//! the amax kernel; calls of more than one round on the device launch both programmatically. Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples
-//! of 16.
+//! the amax kernel; calls of more than one round on the device launch both programmatically.
+//! Requires: `cols * sizeof(T)`, the strides in bytes, and `x` multiples of 16.
 template <class T>
 cudaError_t tensor_amax(const T* x, const tensor_shape& shape, float* amax,
                         cudaStream_t stream = nullptr, bool accumulate = false) {
