@@ -469,6 +469,9 @@ void register_baselines() {
   register_floor();
   register_bandwidth();
   register_quantize_traffic();
+}
+
+void register_gemm_baselines() {
 #if QUADS_BENCH_HAVE_CUBLAS
   register_cublas_bf16();
   register_cublaslt_fp8();

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
       benchmark::Initialize(&argc, argv);
       quads::bench::register_baselines();
       quads::bench::register_kernels();
+      quads::bench::register_gemm_baselines();
       benchmark::RunSpecifiedBenchmarks();
       benchmark::Shutdown();
       return 0;
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
 
   quads::bench::register_baselines();
   quads::bench::register_kernels();
+  quads::bench::register_gemm_baselines();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
