@@ -198,12 +198,12 @@ QUADS_DEVICE_API float cta_max_thread0(float m, float* red) {
 
 //! Tensor amax of each expert (blockIdx.y) over 16-byte words; `vecs` = words per row.
 //! `Threads` per CTA, `Unroll` words in flight per thread (chosen by size in
-//! `enqueue_tensor_amax`). `Pdl`: launched programmatically (waits for the previous grids first).
-template <class T, int Threads = amax_threads, int Unroll = amax_unroll, bool Pdl = false>
+//! `enqueue_tensor_amax`, which also chooses whether to launch it programmatically).
+template <class T, int Threads = amax_threads, int Unroll = amax_unroll>
 __global__ void __launch_bounds__(Threads)
     tensor_amax_kernel(const T* x, fast_divmod vecs, std::uint32_t total, std::int64_t row_stride,
                        std::int64_t expert_stride, float* amax, int store) {
-  if constexpr (Pdl) pdl_enter();
+  pdl_enter(); // launched programmatically above one round (`enqueue_tensor_amax`)
   __shared__ float red[Threads / 32];
   const T* xe = x + static_cast<std::int64_t>(blockIdx.y) * expert_stride;
   float m = thread_amax<T, Unroll>(xe, vecs, total, row_stride,
@@ -378,9 +378,9 @@ inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float*
                          amax, static_cast<int>(amax_store::atomic));
   };
   if (ext.total >= (std::uint32_t{1} << 22))
-    return launch(kernel_constant<tensor_amax_kernel<T, 1024, 8, true>>{}, 1024, 8);
+    return launch(kernel_constant<tensor_amax_kernel<T, 1024, 8>>{}, 1024, 8);
   if (!programmatic) return launch(kernel_constant<tensor_amax_kernel<T, 256, 2>>{}, 256, 2);
-  return launch(kernel_constant<tensor_amax_kernel<T, amax_threads, amax_unroll, true>>{}, 256, 4);
+  return launch(kernel_constant<tensor_amax_kernel<T>>{}, 256, 4);
 }
 
 } // namespace detail
