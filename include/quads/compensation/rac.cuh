@@ -471,6 +471,13 @@ template <class Quantizer, class T>
 inline constexpr bool rac_column_applies =
     kd::turbo_applies<Quantizer, T> && !scale_source<Quantizer>::per_row;
 
+//! One residual value x - QDQ(x) from `turbo_blocks`' dequantized magnitude `mag` of x's code
+//! (the dequantized value has x's sign: see `turbo_blocks`).
+QUADS_DEVICE_API float turbo_residual(float x, float mag) {
+  return quads::detail::add_rn(
+      x, -__uint_as_float(__float_as_uint(mag) | (__float_as_uint(x) & 0x80000000u)));
+}
+
 //! One RAC block on the kernels' turbo path with `residual_scale::shared` (`ts_r` = x's scale,
 //! whose multiplier table `tc` also serves the residual): Q(x) into `qx` and, when `selected`,
 //! Q(x - QDQ(x)) into `qr` (the fp32 turbo block; a residual block holding NaN takes the kernels'
@@ -496,9 +503,8 @@ QUADS_DEVICE_API bool rac_turbo_block(const kd::raw_block<T, 16>& raw, bool sele
     float v[B], res[B];
     kd::widen(raw, v);
 #pragma unroll
-    for (int i = 0; i < B; ++i) // x - decode(code): decode has x's sign (see turbo_blocks)
-      res[i] = quads::detail::add_rn(v[i], -__uint_as_float(__float_as_uint(dq[0][i]) |
-                                                            (__float_as_uint(v[i]) & 0x80000000u)));
+    for (int i = 0; i < B; ++i)
+      res[i] = turbo_residual(v[i], dq[0][i]);
     if (!kd::turbo_block_f32<Quantizer, P>(res, tc, qr)) {
       // `kd::quantize_block` spelled out: through the helper ptxas allocated the column kernel's
       // registers differently (spills in the per-tensor instantiation; tenth session)
@@ -841,10 +847,8 @@ __global__ void __launch_bounds__(rac_threads)
       float dq[1][B];
       if (tc.ok && kd::turbo_blocks<Quantizer, T, 1, false, true>(one, tc, q1, dq)) {
 #pragma unroll
-        for (int i = 0; i < B; ++i) // |x - decode(code)|; decode has x's sign (turbo_blocks)
-          a = fmaxf(a, fabsf(quads::detail::add_rn(
-                           v[i], -__uint_as_float(__float_as_uint(dq[0][i]) |
-                                                  (__float_as_uint(v[i]) & 0x80000000u)))));
+        for (int i = 0; i < B; ++i)
+          a = fmaxf(a, fabsf(turbo_residual(v[i], dq[0][i])));
         done = true;
       }
     }
