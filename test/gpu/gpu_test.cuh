@@ -142,6 +142,12 @@ inline float from_fbits(std::uint32_t u) {
   return f;
 }
 
+//! `reference::amax` of expert `e` of the `[experts, R, C]` values `x`.
+inline float expert_amax(const std::vector<float>& x, int e, int R, int C) {
+  return reference::amax(std::span<const float>(x).subspan(
+      static_cast<std::size_t>(e) * R * C, static_cast<std::size_t>(R) * C));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Inputs
 // ---------------------------------------------------------------------------------------------
