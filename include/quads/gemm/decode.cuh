@@ -874,9 +874,10 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
                       dS = ring_s + SL::stage_code_bytes + (tiled ? lane * 4 : r_s * 8 + 4 * half);
 
   // --- ring: chunk i (split-local) of this warp's 16 rows into stage i % S ----------------------
-  auto issue = [&](int i) {
+  // (`stage` = i % S, which the chunk loop counts instead of dividing)
+  auto issue_at = [&](int i, int stage) {
     if (i < nchunks && warp_active) {
-      const std::uint32_t off = static_cast<std::uint32_t>((i % S) * SL::stage_bytes);
+      const std::uint32_t off = static_cast<std::uint32_t>(stage * SL::stage_bytes);
       if constexpr (tiled) {
         cp_async16(dA + off, pA + i * code_step, 16);
         cp_async16(dA + off + 16, pB + i * code_step, 16);
@@ -905,13 +906,38 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
         if (scale_vec) {
           cp_async4(dS + off, src, valid);
         } else {
-          unsigned char* sdst = my_ring + (i % S) * SL::stage_bytes + SL::stage_code_bytes + r_s * 8 + 4 * half;
+          unsigned char* sdst = my_ring + off + SL::stage_code_bytes + r_s * 8 + 4 * half;
 #pragma unroll
           for (int b = 0; b < 4; ++b) sdst[b] = b < valid ? __ldg(src + b) : std::uint8_t{0};
         }
       }
     }
     cp_async_commit();
+  };
+  auto issue = [&](int i) { issue_at(i, i % S); };
+  // The chunk loop's issue(i + S) by running source pointers on the tiled and K % 128 == 0
+  // paths (recomputing them from the parameters cost ~15 instructions per chunk), and two chunks
+  // per loop iteration (no register moves between the ring read and the next chunk). Not for
+  // the grouped RAC kernels, whose residual operands would then spill.
+  constexpr bool lean_loop = !(T::rac && Grouped);
+  const std::uint8_t* run_a = pA + S * code_step;
+  const std::uint8_t* run_b = pB + S * code_step;
+  const std::uint8_t* run_s = pS + S * scale_step;
+  auto issue_next = [&](int i, int stage) {
+    if constexpr (tiled || Aligned) {
+      if (i < nchunks && warp_active) {
+        const std::uint32_t off = static_cast<std::uint32_t>(stage * SL::stage_bytes);
+        cp_async16(dA + off, run_a, tiled || okA ? 16 : 0);
+        cp_async16(dA + off + 16, run_b, tiled || okB ? 16 : 0);
+        cp_async4(dS + off, run_s, tiled || okS ? 4 : 0);
+      }
+      cp_async_commit();
+      run_a += code_step;
+      run_b += code_step;
+      run_s += scale_step;
+    } else {
+      issue_at(i, stage);
+    }
   };
 
   float acc[2][4] = {};
@@ -922,10 +948,12 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     uint4 q0, q1;         // codes of rows g, g + 8
     std::uint32_t s0, s1; // this lane's scale bytes of rows g, g + 8
   };
-  auto ring_read = [&](int i) {
+  // Reads stage `stage` back. In the lean loop a warp without rows (n0 >= N) reads a stage
+  // nothing wrote; it never uses the values.
+  auto ring_read = [&](int stage) {
     ring_regs r{make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u), 0u, 0u};
-    if (warp_active) {
-      const unsigned char* st = my_ring + (i % S) * SL::stage_bytes;
+    if (lean_loop || warp_active) {
+      const unsigned char* st = my_ring + stage * SL::stage_bytes;
       r.q0 = *reinterpret_cast<const uint4*>(st + lane * 32);
       r.q1 = *reinterpret_cast<const uint4*>(st + lane * 32 + 16);
       const unsigned char* ss = st + SL::stage_code_bytes;
@@ -1023,6 +1051,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   __syncwarp();
   ring_regs cur = ring_read(0);
   issue(S - 1);
+  int stage = 0;  // i % S of the chunk the loop works on
   __syncthreads();
   QUADS_DECODE_TRACE_POINT(1, warp == 0);
 
@@ -1038,26 +1067,42 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     const uint4* r_buf = res + buf * buf_slots;
     const int c_first = resident ? 0 : s * SL::slab_chunks;
     const int c_end = resident ? nchunks : min(SL::slab_chunks, nchunks - c_first);
+    // resident: act chunk group_off + i (group_off = 0 with one k-group, as in slab mode)
+    const int a_first = resident ? group_off : 0;
+    const uint4* a_chunks = a_buf + a_first * chunk_slots;
+    const uint4* r_chunks = r_buf + a_first * chunk_slots;
+    // two chunks per iteration (lean_loop); RAC with two token tiles keeps one (spills)
+#pragma unroll(lean_loop && !(T::rac && FixedTiles != 1) ? 2 : 1)
     for (int cl = 0; cl < c_end; ++cl) {
       const int i = c_first + cl;  // split-local chunk
       // this chunk's codes and scales are in registers (cur); fetch the next chunk's from the
       // ring first, so the shared-memory latency overlaps this chunk's work
       const uint4 wq0 = cur.q0, wq1 = cur.q1;
       const std::uint32_t sc0 = cur.s0, sc1 = cur.s1;
-      if (i + 1 < nchunks) {
+      if constexpr (lean_loop) {
+        // After the last chunk this reads a stage no copy is in flight for (values unused), and
+        // the issue only commits an empty group: no branch in the loop.
+        const int next_stage = stage + 1 == S ? 0 : stage + 1;
         cp_async_wait<S - 2>();
         __syncwarp();
-        cur = ring_read(i + 1);
+        cur = ring_read(next_stage);
+        issue_next(i + S, stage);  // chunk i's stage: its bytes are in registers
+        stage = next_stage;
+      } else if (i + 1 < nchunks) {
+        cp_async_wait<S - 2>();
+        __syncwarp();
+        cur = ring_read((i + 1) % S);
         issue(i + S);
       }
       if (!warp_active) continue;
       bool any_residual = false;
-      // resident: act chunk group_off + i (group_off = 0 with one k-group, as in slab mode)
       if constexpr (T::rac)
         any_residual = !rac_cols &&
                        res_flag[resident ? group_off + i : i % (2 * SL::slab_chunks)] != 0;
-      const uint4* a_chunk = a_buf + (resident ? group_off + cl : cl) * chunk_slots;
-      const uint4* r_chunk = r_buf + (resident ? group_off + cl : cl) * chunk_slots;
+      const uint4* a_chunk = lean_loop ? a_chunks + cl * chunk_slots
+                                       : a_buf + (resident ? group_off + cl : cl) * chunk_slots;
+      const uint4* r_chunk = lean_loop ? r_chunks + cl * chunk_slots
+                                       : r_buf + (resident ? group_off + cl : cl) * chunk_slots;
 #pragma unroll
       for (int w = 0; w < DL::words_per_lane; ++w) {
         const int b = (w * 8) / WB;
@@ -1398,6 +1443,69 @@ cudaError_t check_and_fill(int M, int N, int K, bool plan_residual, const fp4_we
 
 #undef QUADS_GEMM_MSG
 
+//! `decode_gemm` on the streaming kernel (one launch: mainloop, cluster split-K reduction, fused
+//! epilogue) with `FT` n8 token tiles; `p` filled and checked by the caller.
+template <mma_lane Lane, block_scaled_format WF, class Act, class Epi, int St, int MinB, int FT,
+          bool DA>
+cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
+                          const typename Epi::arguments& epi, cudaStream_t stream) {
+  using ::quads::kernels::detail::fail;
+  using AT = activation_traits<Act>;
+  using SL = stream_layout;
+  constexpr int W = epilogue_fragment_width<Epi>;
+  const int M = plan.M, N = plan.N, K = plan.K;
+  constexpr int nt = FT;
+  const bool aligned_k = K % decode_layout::chunk_k == 0;
+  const auto kernel =
+      aligned_k ? stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>
+                : stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA>;
+  const unsigned n_tiles = static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta);
+  const unsigned m_tiles = static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
+  const int ctas = plan.splits * static_cast<int>(n_tiles * m_tiles);
+  // RAC with at most 4 tokens: residuals in the token tile's spare MMA columns (no residual
+  // buffer, no second MMA per step)
+  p.rac_cols = AT::rac && M <= SL::rac_col_tokens;
+  const bool res_buffer = AT::rac && !p.rac_cols;
+  const int res_bytes = SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St);
+  // Two k-groups (16 warps) per CTA when the grid leaves at most one CTA per SM, every k-group
+  // keeps >= 4 chunks and the activations stay resident next to the doubled rings: the chunk
+  // loop is latency-bound per warp, and 8 warps per SM left it at ~0.5 us per chunk (H200,
+  // 04:30 UTC trace; 16 warps moved 1.4x the bytes per SM).
+  const auto kernel2 =
+      aligned_k ? stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2>
+                : stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2>;
+  const int res2_bytes = res_bytes + SL::warps * St * SL::stage_bytes;
+  const int sms = ::quads::kernels::detail::sm_count();
+  if (ctas <= (sms > 0 ? sms : 132) && plan.chunks_per_split >= 8 &&
+      stream_resident(plan.chunks_per_split, res2_bytes, ctas)) {
+    if (const cudaError_t e = raise_stream_smem_limit<
+            stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2>,
+            stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2>>();
+        e != cudaSuccess)
+      return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit", e);
+    if (clusters_fit(kernel2, plan.splits, res2_bytes, ctas / plan.splits, 2 * SL::threads)) {
+      p.resident = true;
+      return launch_stream(kernel2, n_tiles, m_tiles, plan.splits, res2_bytes, stream,
+                           2 * SL::threads, p, Epi::to_params(epi), stream_groups{});
+    }
+  }
+  // Activations resident for the whole K range of a split when that fits next to the ring
+  // and keeps the CTAs of the grid resident together; else double-buffered slabs.
+  p.resident = stream_resident(plan.chunks_per_split, res_bytes, ctas);
+  if (const cudaError_t e = raise_stream_smem_limit<
+          stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>,
+          stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA>>();
+      e != cudaSuccess)
+    return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit", e);
+  // resident activations only if every cluster of the grid fits at once; else the slabs'
+  // smaller footprint (more CTAs per SM) usually does
+  if (p.resident && !clusters_fit(kernel, plan.splits, res_bytes, ctas / plan.splits))
+    p.resident = false;
+  const int smem = p.resident ? res_bytes : SL::smem_bytes(nt, res_buffer, St);
+  return launch_stream(kernel, n_tiles, m_tiles, plan.splits, smem, stream, SL::threads, p,
+                       Epi::to_params(epi), stream_groups{});
+}
+
 } // namespace detail
 
 //! Runs `y = Epi(A W^T)` as planned by `plan_decode(M, N, K, residual)` (see the file comment).
@@ -1411,7 +1519,6 @@ template <mma_lane Lane, class Epi, block_scaled_format WF, class Act,
 cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const Act& a,
                         const typename Epi::arguments& epi, void* workspace, cudaStream_t stream) {
   using ::quads::kernels::detail::fail;
-  using AT = detail::activation_traits<Act>;
   const int M = plan.M, N = plan.N, K = plan.K;
   if (M <= 0 || N <= 0 || K <= 0 || plan.chunks <= 0)
     return fail("quads: decode_gemm: M, N and K must be positive (plan_decode of the shape)");
@@ -1439,66 +1546,19 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
   // a CTA's rows and the splits fit one cluster.
   if constexpr (stream_layout::rows_per_cta % W == 0) {
     if (plan.splits <= stream_layout::max_splits) {
-      // One kernel: streaming mainloop, cluster split-K reduction, fused epilogue.
-      using SL = stream_layout;
-      constexpr int St = Tuning::stages, MinB = Tuning::min_blocks;
+      // The token tiles are a template parameter (M <= 8: one n8 tile): the chunk loop then holds
+      // no MMA or load for a tile without tokens (tiled pair-coded weights, M = 1: 214 -> 163
+      // SASS instructions per chunk together with the loop's running pointers).
       constexpr int FT = Tuning::fixed_tiles;
-      constexpr bool DA = Tuning::dual_acc;
-      const bool aligned_k = K % decode_layout::chunk_k == 0;
-      const auto kernel =
-          aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>
-                    : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA>;
       const int nt = M > 8 ? 2 : 1;
       if (FT != 0 && FT != nt)
         return fail("quads: decode_gemm: stream_tuning's FixedTiles does not match M (1: M <= 8, "
                     "2: M > 8)");
-      const unsigned n_tiles = static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta);
-      const unsigned m_tiles = static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
-      const int ctas = plan.splits * static_cast<int>(n_tiles * m_tiles);
-      // RAC with at most 4 tokens: residuals in the token tile's spare MMA columns (no residual
-      // buffer, no second MMA per step)
-      p.rac_cols = AT::rac && M <= stream_layout::rac_col_tokens;
-      const bool res_buffer = AT::rac && !p.rac_cols;
-      const int res_bytes = SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St);
-      // Two k-groups (16 warps) per CTA when the grid leaves at most one CTA per SM, every k-group
-      // keeps >= 4 chunks and the activations stay resident next to the doubled rings: the chunk
-      // loop is latency-bound per warp, and 8 warps per SM left it at ~0.5 us per chunk (H200,
-      // 04:30 UTC trace; 16 warps moved 1.4x the bytes per SM).
-      const auto kernel2 =
-          aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2>
-                    : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2>;
-      const int res2_bytes = res_bytes + SL::warps * St * SL::stage_bytes;
-      const int sms = ::quads::kernels::detail::sm_count();
-      if (ctas <= (sms > 0 ? sms : 132) && plan.chunks_per_split >= 8 &&
-          detail::stream_resident(plan.chunks_per_split, res2_bytes, ctas)) {
-        if (const cudaError_t e = detail::raise_stream_smem_limit<
-                detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2>,
-                detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2>>();
-            e != cudaSuccess)
-          return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit", e);
-        if (detail::clusters_fit(kernel2, plan.splits, res2_bytes, ctas / plan.splits,
-                                 2 * SL::threads)) {
-          p.resident = true;
-          return detail::launch_stream(kernel2, n_tiles, m_tiles, plan.splits, res2_bytes, stream,
-                                       2 * SL::threads, p, Epi::to_params(epi),
-                                       detail::stream_groups{});
-        }
-      }
-      // Activations resident for the whole K range of a split when that fits next to the ring
-      // and keeps the CTAs of the grid resident together; else double-buffered slabs.
-      p.resident = detail::stream_resident(plan.chunks_per_split, res_bytes, ctas);
-      if (const cudaError_t e = detail::raise_stream_smem_limit<
-              detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>,
-              detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA>>();
-          e != cudaSuccess)
-        return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit", e);
-      // resident activations only if every cluster of the grid fits at once; else the slabs'
-      // smaller footprint (more CTAs per SM) usually does
-      if (p.resident && !detail::clusters_fit(kernel, plan.splits, res_bytes, ctas / plan.splits))
-        p.resident = false;
-      const int smem = p.resident ? res_bytes : SL::smem_bytes(nt, res_buffer, St);
-      return detail::launch_stream(kernel, n_tiles, m_tiles, plan.splits, smem, stream,
-                                   SL::threads, p, Epi::to_params(epi), detail::stream_groups{});
+      if (nt == 1)
+        return detail::decode_stream<Lane, WF, Act, Epi, Tuning::stages, Tuning::min_blocks,
+                                     FT == 0 ? 1 : FT, Tuning::dual_acc>(plan, p, epi, stream);
+      return detail::decode_stream<Lane, WF, Act, Epi, Tuning::stages, Tuning::min_blocks,
+                                   FT == 0 ? 2 : FT, Tuning::dual_acc>(plan, p, epi, stream);
     }
   }
 

@@ -145,11 +145,11 @@ struct stream_layout {
 //! Compile-time tuning of the streaming kernel: ring stages per warp and the minimum resident
 //! CTAs per SM asked of the register allocator (`__launch_bounds__`). The default is what
 //! `decode_gemm` uses unless a tuning is named explicitly (the benchmark compares some).
-//! Experimental knobs (not measured when written; the benchmark runs them as variants):
-//! `FixedTiles` = 1 or 2 fixes the number of n8 token tiles at compile time (the call must have
-//! M <= 8, resp. M > 8; 0 = decided at run time); `DualAcc` accumulates even and odd words of a
-//! chunk in two accumulator sets (shorter MMA dependency chains; a different fp32 summation
-//! order, within the same error bound).
+//! `FixedTiles`: the number of n8 token tiles, a template parameter of the kernel (0: chosen by
+//! the launcher from M, 1 for M <= 8 and 2 above; 1 or 2: the call must have M <= 8, resp.
+//! M > 8). Experimental knob (the benchmark runs it as a variant): `DualAcc` accumulates even and
+//! odd words of a chunk in two accumulator sets (shorter MMA dependency chains; a different fp32
+//! summation order, within the same error bound).
 template <int Stages = stream_layout::stages, int MinBlocks = 2, int FixedTiles = 0,
           bool DualAcc = false>
 struct stream_tuning {
