@@ -4,7 +4,8 @@
 //! @brief GPU tests of the decode GEMM's accuracy: emulated W4A4 (NVFP4, bf16 and fp16 lanes;
 //!        MXFP4), W4A16 and W4A4 + RAC (b) against the float64 host reference from the same
 //!        quantized operands, within the fp32-summation tolerance of `reference::tolerance`, for
-//!        M in {1, 3, 16, 64, 256, 4096}, N and K odd multiples of 16, both reductions.
+//!        M in {1, 3, 6, 16, 64, 256, 4096} (6: RAC's residual tile), N and K odd multiples of 16,
+//!        both reductions.
 #include "gemm_fixtures.hpp"
 #include "gpu_helpers.cuh"
 
@@ -47,7 +48,7 @@ bool quick() {
 std::vector<shape> sweep() {
   std::vector<shape> s;
   const std::vector<int> ms = quick() ? std::vector<int>{1, 16, 64}
-                                      : std::vector<int>{1, 3, 16, 64, 256, 4096};
+                                      : std::vector<int>{1, 3, 6, 16, 64, 256, 4096};
   for (int M : ms)
     for (const auto nk : {shape{0, 48, 80}, shape{0, 144, 528}, shape{0, 528, 2064}}) {
       if ((M >= 256 || quick()) && nk.K > 528) continue;  // keeps the float64 reference cheap

@@ -37,7 +37,8 @@ using epi_alpha = qe::chain<qe::scale_alpha, qe::store<float>>;
 struct shape {
   int M, N, K;
 };
-const shape shapes[] = {{1, 272, 384}, {3, 400, 1152}, {16, 1024, 640}, {64, 128, 2048}, {17, 96, 256}};
+const shape shapes[] = {{1, 272, 384},  {3, 400, 1152}, {7, 528, 1024},
+                        {16, 1024, 640}, {64, 128, 2048}, {17, 96, 256}};
 
 //! The quantized weight as uploaded for base format `B` (pair-coded on the host if asked), and
 //! its tiled copy made on the host.

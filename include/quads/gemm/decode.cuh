@@ -761,7 +761,7 @@ struct stream_groups {
 //! rows, each streaming half of the CTA's chunks, summed with the split partials in source order
 //! (split-major, then group): 16 warps per SM for grids of at most one CTA per SM.
 template <mma_lane Lane, block_scaled_format WF, class Act, class Epi, int W, bool Aligned, int S,
-          int MinBlocks, bool Grouped = false, int FixedTiles = 0, bool DualAcc = false,
+          int MinBlocks, bool Grouped = false, int FixedTiles = 1, bool DualAcc = false,
           int KGroups = 1>
 __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1 ? MinBlocks : 1)
     stream_mainloop(const __grid_constant__ decode_params p,
@@ -775,6 +775,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   constexpr int scale_per_chunk = DL::chunk_k / WB;  // scale bytes per row and chunk (8 or 4)
   static_assert(SL::rows_per_cta % W == 0, "quads: fused epilogue fragments must tile a CTA");
   static_assert(KGroups == 1 || (KGroups == 2 && !Grouped), "quads: KGroups is 1, or 2 (dense)");
+  static_assert(FixedTiles == 1 || FixedTiles == 2, "quads: one or two n8 token tiles");
   constexpr int NT = SL::threads * KGroups;  // threads of the CTA
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int res_flag[SL::max_resident_chunks];  // RAC: chunk has a selected block
@@ -787,9 +788,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   const int split = static_cast<int>(blockIdx.x);
   const int splits = static_cast<int>(gridDim.x);
   const int n_cta = static_cast<int>(blockIdx.y) * SL::rows_per_cta;
-  // uniform over the grid (the smem carve-up depends on it)
   const int tile_rows = Grouped ? gs.sched.tile_rows : SL::tokens_per_cta;
-  const int nt = FixedTiles != 0 ? FixedTiles : ((Grouped ? tile_rows : p.M) > 8 ? 2 : 1);
+  constexpr int nt = FixedTiles;  // n8 token tiles
   int m0 = static_cast<int>(blockIdx.z) * SL::tokens_per_cta;
   int m_end = min(m0 + SL::tokens_per_cta, p.M);
   const std::uint8_t* w_data = p.w_data;
@@ -833,11 +833,14 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   const int buf_slots = slab_len * chunk_slots;
   const int nbufs = resident ? 1 : 2;
   uint4* act = reinterpret_cast<uint4*>(smem_raw);  // [nbufs][buf_slots]
-  // RAC residuals: [nbufs][buf_slots] after the activations, or (p.rac_cols) the token tile's
-  // columns 4-7, i.e. 16 slots after the token's own slot (stage_slot's lane (n % 8) * 4 + o / 4)
-  constexpr int RC = SL::rac_col_tokens;
-  const bool rac_cols = T::rac && p.rac_cols;
-  uint4* res = rac_cols ? act + 4 * RC : act + nbufs * buf_slots;
+  // RAC residuals (p.rac_cols): with one token tile (at most 4 tokens) the MMA column of token
+  // n + 4 (16 slots after the token's own: stage_slot's lane (n % 8) * 4 + o / 4); with two tiles
+  // (dense calls of 5-8 tokens) the second tile (128 slots after); else a residual buffer
+  // [nbufs][buf_slots] after the activations. Dense one-tile calls always take the columns, so
+  // their chunk loop holds no residual path.
+  constexpr int RC = nt == 2 ? SL::rac_tile_tokens : SL::rac_col_tokens;
+  const bool rac_cols = T::rac && ((nt == 1 && !Grouped) || p.rac_cols);
+  uint4* res = rac_cols ? act + SL::stage_slot(nt, 0, RC, 0) : act + nbufs * buf_slots;
   unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 *
                                        (T::rac && !rac_cols ? 2 : 1);
   const int staged_tokens = rac_cols ? RC : 8 * nt;  // token slots the staging fills
@@ -873,19 +876,20 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   const std::uint32_t dA = ring_s + lane * 32,
                       dS = ring_s + SL::stage_code_bytes + (tiled ? lane * 4 : r_s * 8 + 4 * half);
 
-  // --- ring: chunk i (split-local) of this warp's 16 rows into stage i % S ----------------------
-  // (`stage` = i % S, which the chunk loop counts instead of dividing)
-  auto issue_at = [&](int i, int stage) {
+  // --- ring: chunk i (split-local) of this warp's 16 rows into stage `stage` (= i % S, which the
+  // chunk loop counts instead of dividing); called for chunks 0, 1, 2, ... in order. Tiled and
+  // K % 128 == 0 weights copy from running source pointers (recomputing them from the parameters
+  // cost ~15 instructions per chunk); the others from index arithmetic (K tail, narrow rows).
+  const std::uint8_t* run_a = pA;
+  const std::uint8_t* run_b = pB;
+  const std::uint8_t* run_s = pS;
+  auto issue = [&](int i, int stage) {
     if (i < nchunks && warp_active) {
       const std::uint32_t off = static_cast<std::uint32_t>(stage * SL::stage_bytes);
-      if constexpr (tiled) {
-        cp_async16(dA + off, pA + i * code_step, 16);
-        cp_async16(dA + off + 16, pB + i * code_step, 16);
-        cp_async4(dS + off, pS + i * scale_step, 4);
-      } else if constexpr (Aligned) {
-        cp_async16(dA + off, pA + i * code_step, okA ? 16 : 0);
-        cp_async16(dA + off + 16, pB + i * code_step, okB ? 16 : 0);
-        cp_async4(dS + off, pS + i * scale_step, okS ? 4 : 0);
+      if constexpr (tiled || Aligned) {
+        cp_async16(dA + off, run_a, tiled || okA ? 16 : 0);
+        cp_async16(dA + off + 16, run_b, tiled || okB ? 16 : 0);
+        cp_async4(dS + off, run_s, tiled || okS ? 4 : 0);
       } else {
         const int kseg = kseg0 + i * DL::chunk_k;
         const bool in_k = kseg < p.K;
@@ -913,30 +917,10 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       }
     }
     cp_async_commit();
-  };
-  auto issue = [&](int i) { issue_at(i, i % S); };
-  // The chunk loop's issue(i + S) by running source pointers on the tiled and K % 128 == 0
-  // paths (recomputing them from the parameters cost ~15 instructions per chunk), and two chunks
-  // per loop iteration (no register moves between the ring read and the next chunk). Not for
-  // the grouped RAC kernels, whose residual operands would then spill.
-  constexpr bool lean_loop = !(T::rac && Grouped);
-  const std::uint8_t* run_a = pA + S * code_step;
-  const std::uint8_t* run_b = pB + S * code_step;
-  const std::uint8_t* run_s = pS + S * scale_step;
-  auto issue_next = [&](int i, int stage) {
     if constexpr (tiled || Aligned) {
-      if (i < nchunks && warp_active) {
-        const std::uint32_t off = static_cast<std::uint32_t>(stage * SL::stage_bytes);
-        cp_async16(dA + off, run_a, tiled || okA ? 16 : 0);
-        cp_async16(dA + off + 16, run_b, tiled || okB ? 16 : 0);
-        cp_async4(dS + off, run_s, tiled || okS ? 4 : 0);
-      }
-      cp_async_commit();
       run_a += code_step;
       run_b += code_step;
       run_s += scale_step;
-    } else {
-      issue_at(i, stage);
     }
   };
 
@@ -948,29 +932,27 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     uint4 q0, q1;         // codes of rows g, g + 8
     std::uint32_t s0, s1; // this lane's scale bytes of rows g, g + 8
   };
-  // Reads stage `stage` back. In the lean loop a warp without rows (n0 >= N) reads a stage
-  // nothing wrote; it never uses the values.
+  // Reads stage `stage` back. A warp without rows (n0 >= N) reads a stage nothing wrote; it
+  // never uses the values.
   auto ring_read = [&](int stage) {
-    ring_regs r{make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u), 0u, 0u};
-    if (lean_loop || warp_active) {
-      const unsigned char* st = my_ring + stage * SL::stage_bytes;
-      r.q0 = *reinterpret_cast<const uint4*>(st + lane * 32);
-      r.q1 = *reinterpret_cast<const uint4*>(st + lane * 32 + 16);
-      const unsigned char* ss = st + SL::stage_code_bytes;
-      if constexpr (WB == 16) {
-        r.s0 = *reinterpret_cast<const std::uint16_t*>(ss + g * 8 + 2 * t);
-        r.s1 = *reinterpret_cast<const std::uint16_t*>(ss + (g + 8) * 8 + 2 * t);
-      } else {
-        r.s0 = ss[g * 8 + t];
-        r.s1 = ss[(g + 8) * 8 + t];
-      }
+    ring_regs r;
+    const unsigned char* st = my_ring + stage * SL::stage_bytes;
+    r.q0 = *reinterpret_cast<const uint4*>(st + lane * 32);
+    r.q1 = *reinterpret_cast<const uint4*>(st + lane * 32 + 16);
+    const unsigned char* ss = st + SL::stage_code_bytes;
+    if constexpr (WB == 16) {
+      r.s0 = *reinterpret_cast<const std::uint16_t*>(ss + g * 8 + 2 * t);
+      r.s1 = *reinterpret_cast<const std::uint16_t*>(ss + (g + 8) * 8 + 2 * t);
+    } else {
+      r.s0 = ss[g * 8 + t];
+      r.s1 = ss[(g + 8) * 8 + t];
     }
     return r;
   };
 
   // --- prologue: ring stages in flight, then the first slab (or all of the range) staged --------
 #pragma unroll
-  for (int i = 0; i < S - 1; ++i) issue(i);
+  for (int i = 0; i < S - 1; ++i) issue(i, i);
 
   // Slab refills (KGroups == 1): thread tid stages slab chunk tid % 4, octet tid / 4 % 16 of
   // tokens tid / 64 + 4 u (u < batch). A decode call's single token is then one unit for each of
@@ -997,7 +979,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   // the others. The residual columns need no flags (their MMA is the token tile's own), and the
   // flag loads would hold each thread's first-fill loads behind a round trip to the slot table.
   auto residual_flags = [&](int first, int count) {  // CTA-local chunks
-    if constexpr (T::rac) {
+    if constexpr (T::rac && (nt == 2 || Grouped)) {
       if (rac_cols) return;
       for (int c = tid; c < count; c += NT) {
         const int i = first + c;
@@ -1050,7 +1032,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   cp_async_wait<S - 2>();
   __syncwarp();
   ring_regs cur = ring_read(0);
-  issue(S - 1);
+  issue(S - 1, S - 1);
   int stage = 0;  // i % S of the chunk the loop works on
   __syncthreads();
   QUADS_DECODE_TRACE_POINT(1, warp == 0);
@@ -1071,38 +1053,30 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     const int a_first = resident ? group_off : 0;
     const uint4* a_chunks = a_buf + a_first * chunk_slots;
     const uint4* r_chunks = r_buf + a_first * chunk_slots;
-    // two chunks per iteration (lean_loop); RAC with two token tiles keeps one (spills)
-#pragma unroll(lean_loop && !(T::rac && FixedTiles != 1) ? 2 : 1)
+    // two chunks per iteration; RAC with two token tiles, and grouped RAC (residual buffer
+    // for 8-row m-tiles), keep one (register bound: ptxas spilled otherwise)
+#pragma unroll(!(T::rac && (nt == 2 || Grouped)) ? 2 : 1)
     for (int cl = 0; cl < c_end; ++cl) {
       const int i = c_first + cl;  // split-local chunk
       // this chunk's codes and scales are in registers (cur); fetch the next chunk's from the
       // ring first, so the shared-memory latency overlaps this chunk's work
       const uint4 wq0 = cur.q0, wq1 = cur.q1;
       const std::uint32_t sc0 = cur.s0, sc1 = cur.s1;
-      if constexpr (lean_loop) {
-        // After the last chunk this reads a stage no copy is in flight for (values unused), and
-        // the issue only commits an empty group: no branch in the loop.
-        const int next_stage = stage + 1 == S ? 0 : stage + 1;
-        cp_async_wait<S - 2>();
-        __syncwarp();
-        cur = ring_read(next_stage);
-        issue_next(i + S, stage);  // chunk i's stage: its bytes are in registers
-        stage = next_stage;
-      } else if (i + 1 < nchunks) {
-        cp_async_wait<S - 2>();
-        __syncwarp();
-        cur = ring_read((i + 1) % S);
-        issue(i + S);
-      }
+      // After the last chunk this reads a stage no copy is in flight for (values unused), and
+      // the issue only commits an empty group: no branch in the loop.
+      const int next_stage = stage + 1 == S ? 0 : stage + 1;
+      cp_async_wait<S - 2>();
+      __syncwarp();
+      cur = ring_read(next_stage);
+      issue(i + S, stage);  // chunk i's stage: its bytes are in registers
+      stage = next_stage;
       if (!warp_active) continue;
       bool any_residual = false;
       if constexpr (T::rac)
         any_residual = !rac_cols &&
                        res_flag[resident ? group_off + i : i % (2 * SL::slab_chunks)] != 0;
-      const uint4* a_chunk = lean_loop ? a_chunks + cl * chunk_slots
-                                       : a_buf + (resident ? group_off + cl : cl) * chunk_slots;
-      const uint4* r_chunk = lean_loop ? r_chunks + cl * chunk_slots
-                                       : r_buf + (resident ? group_off + cl : cl) * chunk_slots;
+      const uint4* a_chunk = a_chunks + cl * chunk_slots;
+      const uint4* r_chunk = r_chunks + cl * chunk_slots;
 #pragma unroll
       for (int w = 0; w < DL::words_per_lane; ++w) {
         const int b = (w * 8) / WB;
@@ -1464,7 +1438,9 @@ cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
   const int ctas = plan.splits * static_cast<int>(n_tiles * m_tiles);
   // RAC with at most 4 tokens: residuals in the token tile's spare MMA columns (no residual
   // buffer, no second MMA per step)
-  p.rac_cols = AT::rac && M <= SL::rac_col_tokens;
+  // RAC residuals in spare MMA columns: tokens 4-7 of the tile (one tile, M <= 4) or the second
+  // tile (M <= 8); a residual buffer above
+  p.rac_cols = AT::rac && M <= (nt == 2 ? SL::rac_tile_tokens : SL::rac_col_tokens);
   const bool res_buffer = AT::rac && !p.rac_cols;
   const int res_bytes = SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St);
   // Two k-groups (16 warps) per CTA when the grid leaves at most one CTA per SM, every k-group
@@ -1549,11 +1525,13 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       // The token tiles are a template parameter (M <= 8: one n8 tile): the chunk loop then holds
       // no MMA or load for a tile without tokens (tiled pair-coded weights, M = 1: 214 -> 163
       // SASS instructions per chunk together with the loop's running pointers).
+      // RAC of 5-8 tokens takes two tiles: its residuals fill the second one
       constexpr int FT = Tuning::fixed_tiles;
-      const int nt = M > 8 ? 2 : 1;
+      const int nt =
+          M > (detail::activation_traits<Act>::rac ? stream_layout::rac_col_tokens : 8) ? 2 : 1;
       if (FT != 0 && FT != nt)
         return fail("quads: decode_gemm: stream_tuning's FixedTiles does not match M (1: M <= 8, "
-                    "2: M > 8)");
+                    "or M <= 4 with RAC operands; 2 above)");
       if (nt == 1)
         return detail::decode_stream<Lane, WF, Act, Epi, Tuning::stages, Tuning::min_blocks,
                                      FT == 0 ? 1 : FT, Tuning::dual_acc>(plan, p, epi, stream);

@@ -86,6 +86,9 @@ struct stream_layout {
   //! RAC with at most this many tokens in a tile: the residual of token n is staged as MMA column
   //! n + rac_col_tokens of the tile's n8 token tile (no residual buffer, one MMA per step).
   static constexpr int rac_col_tokens = 4;
+  //! Dense RAC calls of 5-8 tokens: the residual of token n is staged as column n of the second
+  //! n8 tile (no residual buffer; the MMAs of a 16-token call).
+  static constexpr int rac_tile_tokens = 8;
   static constexpr int chunk_k = decode_layout::chunk_k;
   static constexpr int slab_chunks = decode_layout::slab_chunks;
   static constexpr int stages = 3;  // ring3 beat 4 and 5 (and 6) in the 23:58 UTC H200 bench
@@ -146,8 +149,8 @@ struct stream_layout {
 //! CTAs per SM asked of the register allocator (`__launch_bounds__`). The default is what
 //! `decode_gemm` uses unless a tuning is named explicitly (the benchmark compares some).
 //! `FixedTiles`: the number of n8 token tiles, a template parameter of the kernel (0: chosen by
-//! the launcher from M, 1 for M <= 8 and 2 above; 1 or 2: the call must have M <= 8, resp.
-//! M > 8). Experimental knob (the benchmark runs it as a variant): `DualAcc` accumulates even and
+//! the launcher from M, 1 for M <= 8 and 2 above, RAC operands 1 for M <= 4 and 2 above; 1 or 2:
+//! the call must have that M). Experimental knob (the benchmark runs it as a variant): `DualAcc` accumulates even and
 //! odd words of a chunk in two accumulator sets (shorter MMA dependency chains; a different fp32
 //! summation order, within the same error bound).
 template <int Stages = stream_layout::stages, int MinBlocks = 2, int FixedTiles = 0,

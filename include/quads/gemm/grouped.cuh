@@ -195,15 +195,16 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       constexpr int St = Tn::stages, MinB = Tn::min_blocks;
       const bool aligned_k = K % decode_layout::chunk_k == 0;
       const int tile = plan.stream_tile_rows;
-      // the n8 token tiles of an m-tile as a template parameter, as in decode_gemm; RAC with two
-      // tiles keeps the runtime count (fixed, the MoE gate_up kernel spilled 12 instructions)
+      // the n8 token tiles of an m-tile as a template parameter, as in decode_gemm
       const int nt = tile > 8 ? 2 : 1;
       auto launch = [&]<int FT>() -> cudaError_t {
         const auto kernel =
             aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT>
                       : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT>;
         // RAC with m-tiles of at most 4 rows: residuals in the token tile's spare MMA columns, as
-        // in decode_gemm (no residual buffer, no second MMA per step)
+        // in decode_gemm (no residual buffer, no second MMA per step); 8 and 16 rows: a residual
+        // buffer (the second tile for 8 rows, as decode_gemm does, measured 3-6 % slower in the
+        // Qwen3-30B-A3B layer at T = 64: H200, 2026-12-01 03:05 UTC)
         p.rac_cols = AT::rac && tile <= SL::rac_col_tokens;
         const bool res_buffer = AT::rac && !p.rac_cols;
         const int n128 = (N + SL::rows_per_cta - 1) / SL::rows_per_cta;
@@ -231,8 +232,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
                                      static_cast<unsigned>(plan.stream_m_tiles), plan.splits, smem,
                                      stream, stream_layout::threads, p, Epi::to_params(epi), gs);
       };
-      constexpr int two_tiles = AT::rac ? 0 : 2;
-      return nt == 1 ? launch.template operator()<1>() : launch.template operator()<two_tiles>();
+      return nt == 1 ? launch.template operator()<1>() : launch.template operator()<2>();
     }
   }
 
