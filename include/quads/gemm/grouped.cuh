@@ -197,37 +197,37 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       const int tile = plan.stream_tile_rows;
       // the n8 token tiles of an m-tile as a template parameter, as in decode_gemm
       const int nt = tile > 8 ? 2 : 1;
+      // RAC with m-tiles of at most 4 rows: residuals in the token tile's spare MMA columns, as
+      // in decode_gemm (no residual buffer, no second MMA per step); 8 and 16 rows: a residual
+      // buffer (the second tile for 8 rows, as decode_gemm does, measured 3-6 % slower in the
+      // Qwen3-30B-A3B layer at T = 64: H200, 2026-12-01 03:05 UTC)
+      p.rac_cols = AT::rac && tile <= SL::rac_col_tokens;
+      const bool res_buffer = AT::rac && !p.rac_cols;
+      const int n128 = (N + SL::rows_per_cta - 1) / SL::rows_per_cta;
+      const long ctas = static_cast<long>(plan.splits) * n128 * plan.stream_m_tiles;
+      const int table_bytes = (2 * (E + 1) + SL::warps) * 4;
+      const int res_bytes =
+          SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St) + table_bytes;
+      p.resident = detail::stream_resident(plan.chunks_per_split, res_bytes, ctas);
+      const int body = p.resident ? res_bytes - table_bytes : SL::smem_bytes(nt, res_buffer, St);
+      const int smem = body + table_bytes;
+      if (smem > SL::max_smem_bytes)
+        return fail("quads: grouped_gemm: too many experts for the shared-memory tables");
+      detail::stream_groups gs{};
+      gs.sched = s;
+      gs.sched.tile_rows = tile;
+      gs.experts = E;
+      gs.table_offset = body;
       auto launch = [&]<int FT>() -> cudaError_t {
-        const auto kernel =
-            aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT>
-                      : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT>;
-        // RAC with m-tiles of at most 4 rows: residuals in the token tile's spare MMA columns, as
-        // in decode_gemm (no residual buffer, no second MMA per step); 8 and 16 rows: a residual
-        // buffer (the second tile for 8 rows, as decode_gemm does, measured 3-6 % slower in the
-        // Qwen3-30B-A3B layer at T = 64: H200, 2026-12-01 03:05 UTC)
-        p.rac_cols = AT::rac && tile <= SL::rac_col_tokens;
-        const bool res_buffer = AT::rac && !p.rac_cols;
-        const int n128 = (N + SL::rows_per_cta - 1) / SL::rows_per_cta;
-        const long ctas = static_cast<long>(plan.splits) * n128 * plan.stream_m_tiles;
-        const int table_bytes = (2 * (E + 1) + SL::warps) * 4;
-        const int res_bytes =
-            SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St) + table_bytes;
-        p.resident = detail::stream_resident(plan.chunks_per_split, res_bytes, ctas);
-        const int body = p.resident ? res_bytes - table_bytes : SL::smem_bytes(nt, res_buffer, St);
-        const int smem = body + table_bytes;
         if (const cudaError_t e = detail::raise_stream_smem_limit<
                 detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT>,
                 detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT>>();
             e != cudaSuccess)
           return fail("quads: grouped_gemm: cannot raise the kernel's dynamic shared memory limit",
                       e);
-        if (smem > SL::max_smem_bytes)
-          return fail("quads: grouped_gemm: too many experts for the shared-memory tables");
-        detail::stream_groups gs{};
-        gs.sched = s;
-        gs.sched.tile_rows = tile;
-        gs.experts = E;
-        gs.table_offset = body;
+        const auto kernel =
+            aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT>
+                      : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT>;
         return detail::launch_stream(kernel, static_cast<unsigned>(n128),
                                      static_cast<unsigned>(plan.stream_m_tiles), plan.splits, smem,
                                      stream, stream_layout::threads, p, Epi::to_params(epi), gs);
