@@ -838,8 +838,11 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   // (dense calls of 5-8 tokens) the second tile (128 slots after); else a residual buffer
   // [nbufs][buf_slots] after the activations. Dense one-tile calls always take the columns, so
   // their chunk loop holds no residual path.
-  constexpr int RC = nt == 2 ? SL::rac_tile_tokens : SL::rac_col_tokens;
-  const bool rac_cols = T::rac && ((nt == 1 && !Grouped) || p.rac_cols);
+  constexpr int RC = SL::rac_col_capacity(nt);
+  // Only these instantiations decide the residual placement at run time (p.rac_cols); the others
+  // hold no residual-buffer path at all.
+  constexpr bool residual_buffer_path = T::rac && (nt == 2 || Grouped);
+  const bool rac_cols = T::rac && (!residual_buffer_path || p.rac_cols);
   uint4* res = rac_cols ? act + SL::stage_slot(nt, 0, RC, 0) : act + nbufs * buf_slots;
   unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 *
                                        (T::rac && !rac_cols ? 2 : 1);
@@ -979,7 +982,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   // the others. The residual columns need no flags (their MMA is the token tile's own), and the
   // flag loads would hold each thread's first-fill loads behind a round trip to the slot table.
   auto residual_flags = [&](int first, int count) {  // CTA-local chunks
-    if constexpr (T::rac && (nt == 2 || Grouped)) {
+    if constexpr (residual_buffer_path) {
       if (rac_cols) return;
       for (int c = tid; c < count; c += NT) {
         const int i = first + c;
@@ -1055,7 +1058,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     const uint4* r_chunks = r_buf + a_first * chunk_slots;
     // two chunks per iteration; RAC with two token tiles, and grouped RAC (residual buffer
     // for 8-row m-tiles), keep one (register bound: ptxas spilled otherwise)
-#pragma unroll(!(T::rac && (nt == 2 || Grouped)) ? 2 : 1)
+#pragma unroll(residual_buffer_path ? 1 : 2)
     for (int cl = 0; cl < c_end; ++cl) {
       const int i = c_first + cl;  // split-local chunk
       // this chunk's codes and scales are in registers (cur); fetch the next chunk's from the
@@ -1436,11 +1439,9 @@ cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
   const unsigned n_tiles = static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta);
   const unsigned m_tiles = static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
   const int ctas = plan.splits * static_cast<int>(n_tiles * m_tiles);
-  // RAC with at most 4 tokens: residuals in the token tile's spare MMA columns (no residual
-  // buffer, no second MMA per step)
-  // RAC residuals in spare MMA columns: tokens 4-7 of the tile (one tile, M <= 4) or the second
-  // tile (M <= 8); a residual buffer above
-  p.rac_cols = AT::rac && M <= (nt == 2 ? SL::rac_tile_tokens : SL::rac_col_tokens);
+  // RAC residuals in spare MMA columns (tokens 4-7 of one tile, or the second tile) while the
+  // call fits them; a residual buffer above
+  p.rac_cols = AT::rac && M <= SL::rac_col_capacity(nt);
   const bool res_buffer = AT::rac && !p.rac_cols;
   const int res_bytes = SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St);
   // Two k-groups (16 warps) per CTA when the grid leaves at most one CTA per SM, every k-group
@@ -1527,8 +1528,7 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       // SASS instructions per chunk together with the loop's running pointers).
       // RAC of 5-8 tokens takes two tiles: its residuals fill the second one
       constexpr int FT = Tuning::fixed_tiles;
-      const int nt =
-          M > (detail::activation_traits<Act>::rac ? stream_layout::rac_col_tokens : 8) ? 2 : 1;
+      const int nt = stream_layout::dense_token_tiles(M, detail::activation_traits<Act>::rac);
       if (FT != 0 && FT != nt)
         return fail("quads: decode_gemm: stream_tuning's FixedTiles does not match M (1: M <= 8, "
                     "or M <= 4 with RAC operands; 2 above)");

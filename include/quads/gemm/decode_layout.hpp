@@ -89,6 +89,17 @@ struct stream_layout {
   //! Dense RAC calls of 5-8 tokens: the residual of token n is staged as column n of the second
   //! n8 tile (no residual buffer; the MMAs of a 16-token call).
   static constexpr int rac_tile_tokens = 8;
+  //! Tokens a call (or grouped m-tile) with `ntiles` n8 token tiles may hold and still stage its
+  //! RAC residuals in spare MMA columns (one tile: 4; two tiles: 8); more tokens take a residual
+  //! buffer. The launchers and the kernel read the placement from here only.
+  QUADS_API static constexpr int rac_col_capacity(int ntiles) noexcept {
+    return ntiles == 2 ? rac_tile_tokens : rac_col_tokens;
+  }
+  //! n8 token tiles of a dense streaming call of `M` <= 16 tokens: one while its tokens (and RAC
+  //! residual columns) fit one tile, else two.
+  QUADS_API static constexpr int dense_token_tiles(int M, bool rac) noexcept {
+    return M > (rac ? rac_col_capacity(1) : 8) ? 2 : 1;
+  }
   static constexpr int chunk_k = decode_layout::chunk_k;
   static constexpr int slab_chunks = decode_layout::slab_chunks;
   static constexpr int stages = 3;  // ring3 beat 4 and 5 (and 6) in the 23:58 UTC H200 bench

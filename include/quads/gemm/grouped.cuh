@@ -201,7 +201,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       // in decode_gemm (no residual buffer, no second MMA per step); 8 and 16 rows: a residual
       // buffer (the second tile for 8 rows, as decode_gemm does, measured 3-6 % slower in the
       // Qwen3-30B-A3B layer at T = 64: H200, 2026-12-01 03:05 UTC)
-      p.rac_cols = AT::rac && tile <= SL::rac_col_tokens;
+      p.rac_cols = AT::rac && tile <= SL::rac_col_capacity(nt);
       const bool res_buffer = AT::rac && !p.rac_cols;
       const int n128 = (N + SL::rows_per_cta - 1) / SL::rows_per_cta;
       const long ctas = static_cast<long>(plan.splits) * n128 * plan.stream_m_tiles;

@@ -93,7 +93,7 @@ constexpr int grouped_stream_tile_rows(int max_rows, int experts) noexcept {
   const long busy = experts < max_rows ? experts : max_rows;
   if (busy <= 0) return decode_layout::tokens_per_cta;
   const long per = (static_cast<long>(max_rows) + busy - 1) / busy;
-  if (per <= 2) return stream_layout::rac_col_tokens;
+  if (per <= 2) return stream_layout::rac_col_capacity(1);
   return per <= 4 ? 8 : decode_layout::tokens_per_cta;
 }
 
