@@ -348,12 +348,16 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (grouped) { // Qwen3-30B-A3B and DeepSeek-V3 expert GEMMs at T = 1 and T = 16 (top-8)
+  if (grouped) { // Qwen3-30B-A3B and DeepSeek-V3 expert GEMMs at T = 1, 4, 16, 64 (top-8)
     const int moe[4][3] = {
         {128, 1536, 2048}, {128, 2048, 768}, {256, 4096, 7168}, {256, 7168, 2048}};
     for (const auto& m : moe)
-      for (const int T : {1, 16}) {
-        const int active = T == 1 ? 8 : (m[0] == 128 ? 82 : 100); // expected distinct experts
+      for (const int T : {1, 4, 16, 64}) {
+        // expected distinct experts of T tokens' top-8 (docs/moe.md tables)
+        const int active = T == 1    ? 8
+                           : T == 4  ? (m[0] == 128 ? 25 : 31)
+                           : T == 16 ? (m[0] == 128 ? 82 : 100)
+                                     : (m[0] == 128 ? 125 : 224);
         using TP = qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>;
         trace_grouped(m[0], active, 8 * T, m[1], m[2], flush, flush_bytes / 16, sink);
         trace_grouped<quads::nvfp4, true>(m[0], active, 8 * T, m[1], m[2], flush, flush_bytes / 16,

@@ -375,6 +375,10 @@ void register_moe() {
         reg("quads_rac50", [](benchmark::State& st, const model& mm, int t, int spl) {
           run_layer_bench<qm::layer_policy::quads_rac>(st, mm, t, {{spl}, {spl}});
         });
+        // the down GEMM alone split (gate_up planned as usual), tiled pair-coded weights
+        reg("quads_rac50_tiled_down", [](benchmark::State& st, const model& mm, int t, int spl) {
+          run_layer_bench<qm::layer_policy::quads_rac>(st, mm, t, {{}, {spl}}, false, true);
+        });
       }
   }
 }

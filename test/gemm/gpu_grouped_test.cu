@@ -144,15 +144,18 @@ void launch_and_check(const routing& r, int N, int K, int E, bool residual,
                       const std::string& what) {
   qt::dbuf<int> doff(r.offsets);
   for (const auto mode : {qg::reduction::deterministic, qg::reduction::atomic})
-    for (const int splits : {0, 1, 3}) {
-      const auto plan = qg::plan_grouped(r.max_rows, N, K, E, residual, {splits, mode}, qt::device_sms());
+    for (const int splits : {0, 1, 3})
+    for (const int n_per : {0, 2}) {  // n-tiles per CTA: the launcher's rule, then 2
+      auto plan = qg::plan_grouped(r.max_rows, N, K, E, residual, {splits, mode}, qt::device_sms());
+      plan.n_tiles_per_cta = n_per;
       qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
       qt::dbuf<float> y(static_cast<std::size_t>(r.max_rows) * N, 0x7B);
       QUADS_GEMM_CHECK((qg::grouped_gemm<Lane, Epi>(plan, w, a, doff.ptr, make_args(y.ptr), ws.ptr, nullptr)));
       qt::sync_ok();
       const std::string label = what + " " + describe(r) + " N=" + std::to_string(N) + " K=" +
                                 std::to_string(K) + " splits=" + std::to_string(plan.splits) +
-                                " ctas=" + std::to_string(plan.ctas) +
+                                " ctas=" + std::to_string(plan.ctas) + " n-tiles/CTA=" +
+                                std::to_string(n_per) +
                                 (mode == qg::reduction::atomic ? " atomic" : " deterministic");
       const auto all = y.download(static_cast<std::size_t>(r.max_rows) * N);
       const std::vector<float> got(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(r.total) * N);
@@ -425,23 +428,39 @@ void moe_kernels(const routing& r, int N, int K, int E, const qg::fp4_expert_wei
   qt::dbuf<int> doff(r.offsets);
   cudaStream_t st;
   REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess);
-  for (const auto kernel : {qg::grouped_kernel::automatic, qg::grouped_kernel::persistent,
-                            qg::grouped_kernel::streaming}) {
+  // the streaming kernel with one n-tile per CTA and with 3 (activations staged once for all
+  // three) must agree bit for bit: the same products in the same order
+  std::vector<float> one_tile;
+  struct variant {
+    qg::grouped_kernel kernel;
+    int n_per;
+  };
+  for (const variant v : {variant{qg::grouped_kernel::automatic, 0},
+                          variant{qg::grouped_kernel::persistent, 0},
+                          variant{qg::grouped_kernel::streaming, 1},
+                          variant{qg::grouped_kernel::streaming, 3}}) {
+    const auto kernel = v.kernel;
     auto plan = qg::plan_grouped(r.max_rows, N, K, E, false, {}, 132);
     plan.kernel = kernel;
+    plan.n_tiles_per_cta = v.n_per;
     qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
     qt::dbuf<float> y(static_cast<std::size_t>(r.max_rows) * N, 0x7B);
     QUADS_GEMM_CHECK((qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, w, a, doff.ptr, make_args(y.ptr),
                                                                    ws.ptr, st)));
     REQUIRE(cudaStreamSynchronize(st) == cudaSuccess);
     qt::sync_ok();
-    const std::string label = what + " " + qg::grouped_kernel_name(kernel) + " E=" + std::to_string(E) +
+    const auto got = y.download(static_cast<std::size_t>(r.max_rows) * N);
+    if (v.n_per == 1) one_tile = got;
+    if (v.n_per == 3)
+      CHECK_MESSAGE(std::memcmp(got.data(), one_tile.data(), got.size() * 4) == 0,
+                    what << ": 3 n-tiles per CTA differ from 1 (N=" << N << ")");
+    const std::string label = what + " " + qg::grouped_kernel_name(kernel) +
+                              " n-tiles/CTA=" + std::to_string(v.n_per) + " E=" + std::to_string(E) +
                               " rows=" + std::to_string(r.total) + " N=" + std::to_string(N) +
                               " K=" + std::to_string(K) + " splits=" + std::to_string(plan.splits) +
                               " ctas=" + std::to_string(plan.ctas) +
                               " m-tile slots=" + std::to_string(plan.stream_m_tiles);
-    check_items(r, plan, y.download(static_cast<std::size_t>(r.max_rows) * N), y_ref, acc, aabs,
-                label);
+    check_items(r, plan, got, y_ref, acc, aabs, label);
   }
   cudaStreamDestroy(st);
 }
@@ -628,6 +647,10 @@ TEST_CASE("sm90: grouped_gemm refuses bad arguments with a message") {
                  "plan");
   expect_refusal(qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, qg::fp4_expert_weights<quads::nvfp4>{nullptr, wsc.ptr, E}, a, off.ptr, args, ws.ptr, nullptr),
                  "grouped_gemm: weight data");
+  auto negative = plan;
+  negative.n_tiles_per_cta = -1;
+  expect_refusal(qg::grouped_gemm<qg::bf16_lane, epi_alpha>(negative, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E}, a, off.ptr, args, ws.ptr, nullptr),
+                 "n_tiles_per_cta");
   QUADS_GEMM_CHECK((qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E}, a, off.ptr, args, ws.ptr, nullptr)));
   qt::sync_ok();
 }

@@ -749,6 +749,10 @@ struct stream_groups {
   grouped_sched sched;
   int experts;
   int table_offset;  //!< bytes
+  //! 128-row n-tiles per CTA (>= 1; grid y = ceil(n_tiles / n_per_cta)): a CTA streams them one
+  //! after the other with its activations staged once (resident activations only).
+  int n_per_cta;
+  int n_tiles;       //!< 128-row n-tiles of the weights
 };
 
 //! The streaming mainloop + fused epilogue: CTA (split, n-tile, m-tile) of stream_layout; with
@@ -760,9 +764,11 @@ struct stream_groups {
 //! `KGroups` = 2 (resident activations only): the CTA holds two groups of 8 warps on the same 128
 //! rows, each streaming half of the CTA's chunks, summed with the split partials in source order
 //! (split-major, then group): 16 warps per SM for grids of at most one CTA per SM.
+//! `MultiN` (grouped, resident activations only): the CTA streams `gs.n_per_cta` n-tiles of its
+//! m-tile one after the other, staging the activations once (grid y = n-tile groups).
 template <mma_lane Lane, block_scaled_format WF, class Act, class Epi, int W, bool Aligned, int S,
           int MinBlocks, bool Grouped = false, int FixedTiles = 1, bool DualAcc = false,
-          int KGroups = 1>
+          int KGroups = 1, bool MultiN = false>
 __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1 ? MinBlocks : 1)
     stream_mainloop(const __grid_constant__ decode_params p,
                     const __grid_constant__ typename Epi::params ep,
@@ -775,6 +781,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   constexpr int scale_per_chunk = DL::chunk_k / WB;  // scale bytes per row and chunk (8 or 4)
   static_assert(SL::rows_per_cta % W == 0, "quads: fused epilogue fragments must tile a CTA");
   static_assert(KGroups == 1 || (KGroups == 2 && !Grouped), "quads: KGroups is 1, or 2 (dense)");
+  static_assert(!MultiN || Grouped, "quads: several n-tiles per CTA are a grouped-kernel form");
   static_assert(FixedTiles == 1 || FixedTiles == 2, "quads: one or two n8 token tiles");
   constexpr int NT = SL::threads * KGroups;  // threads of the CTA
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -787,441 +794,456 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   QUADS_DECODE_TRACE_POINT(0, warp == 0);
   const int split = static_cast<int>(blockIdx.x);
   const int splits = static_cast<int>(gridDim.x);
-  const int n_cta = static_cast<int>(blockIdx.y) * SL::rows_per_cta;
+  // the CTA's 128-row n-tiles [n_first, n_first + n_items): one unless `MultiN` (its own
+  // instantiation: the pass loop cost the one-tile kernels registers and 5-16 % of the MoE
+  // layer's time on the H200, 2026-12-01 05:44 UTC)
+  const int n_first = static_cast<int>(blockIdx.y) * (MultiN ? gs.n_per_cta : 1);
+  const int n_items = MultiN ? min(gs.n_per_cta, gs.n_tiles - n_first) : 1;
   const int tile_rows = Grouped ? gs.sched.tile_rows : SL::tokens_per_cta;
   constexpr int nt = FixedTiles;  // n8 token tiles
-  int m0 = static_cast<int>(blockIdx.z) * SL::tokens_per_cta;
-  int m_end = min(m0 + SL::tokens_per_cta, p.M);
-  const std::uint8_t* w_data = p.w_data;
-  const std::uint8_t* w_scales = p.w_scales;
-  const int* slot_table = p.slot;
   if constexpr (Grouped) {
     // m-tile blockIdx.z of the experts' rows (offsets read here, on the device); the CTAs of a
     // cluster share blockIdx.z, so they leave together when the tile does not exist
     int* g_off = reinterpret_cast<int*>(smem_raw + gs.table_offset);
     int* g_prefix = g_off + gs.experts + 1;
-    int* g_warp = g_prefix + gs.experts + 1;
-    grouped_prefix(gs.sched, g_off, g_prefix, g_warp);
-    const int mt = static_cast<int>(blockIdx.z);
-    if (mt >= g_prefix[gs.experts]) return;
-    // the scheduler's item lookup with one item per m-tile (splits and n-tiles are grid axes)
-    const grouped_item it = grouped_item_at(mt, g_prefix, g_off, gs.experts, 1, 1, tile_rows);
-    m0 = it.m0;
-    m_end = it.m_end;
-    w_data += static_cast<std::size_t>(it.expert) * gs.sched.w_expert_bytes;
-    w_scales += static_cast<std::size_t>(it.expert) * gs.sched.w_expert_scale_bytes;
-    if (slot_table != nullptr)
-      slot_table += static_cast<std::size_t>(it.expert) * gs.sched.slot_stride;
+    grouped_prefix(gs.sched, g_off, g_prefix, g_prefix + gs.experts + 1);
+    if (static_cast<int>(blockIdx.z) >= g_prefix[gs.experts]) return;
   }
-  const int tokens = m_end - m0;
-  // the CTA's chunks [cta_begin, cta_begin + cta_chunks) (staged), this warp's k-group's part
-  // [chunk_begin, chunk_begin + nchunks) (streamed), which starts at act chunk `group_off`
-  const int cta_begin = split * p.chunks_per_split;
-  const int cta_chunks = max(min(cta_begin + p.chunks_per_split, p.chunks) - cta_begin, 0);
-  const int group_len = (cta_chunks + KGroups - 1) / KGroups;
-  const int group_off = min(kg * group_len, cta_chunks);
-  const int chunk_begin = cta_begin + group_off;
-  const int nchunks = min(group_len, cta_chunks - group_off);
-  const int n0 = n_cta + row_warp * SL::rows_per_warp;
-  const bool warp_active = n0 < p.N;
-  const bool resident = p.resident;
-  QUADS_DECODE_TRACE_MODE(resident);
-  const int slab_len = resident ? p.chunks_per_split : SL::slab_chunks;  // chunks per buffer
-  const int nslabs = resident ? 1 : (nchunks + SL::slab_chunks - 1) / SL::slab_chunks;
+  // One pass per n-tile; the activations are staged in the first only (resident mode: the
+  // launcher gives a CTA several n-tiles only then), so a later n-tile's prologue is its ring
+  // fill. The split-K receive area is the drained rings, so the passes do not overlap. Each pass
+  // looks its m-tile up again in the shared tables (behind a barrier, so the compiler cannot
+  // hoist it): little stays live across a pass's epilogue, which would spill otherwise.
+  for (int item = 0; item < n_items; ++item) {
+    int m0 = static_cast<int>(blockIdx.z) * SL::tokens_per_cta;
+    int m_end = min(m0 + SL::tokens_per_cta, p.M);
+    const std::uint8_t* w_data = p.w_data;
+    const std::uint8_t* w_scales = p.w_scales;
+    const int* slot_table = p.slot;
+    if constexpr (Grouped) {
+      // the scheduler's item lookup with one item per m-tile (splits and n-tiles are grid axes)
+      const int* g_off = reinterpret_cast<const int*>(smem_raw + gs.table_offset);
+      const grouped_item it = grouped_item_at(static_cast<int>(blockIdx.z), g_off + gs.experts + 1,
+                                              g_off, gs.experts, 1, 1, tile_rows);
+      m0 = it.m0;
+      m_end = it.m_end;
+      w_data += static_cast<std::size_t>(it.expert) * gs.sched.w_expert_bytes;
+      w_scales += static_cast<std::size_t>(it.expert) * gs.sched.w_expert_scale_bytes;
+      if (slot_table != nullptr)
+        slot_table += static_cast<std::size_t>(it.expert) * gs.sched.slot_stride;
+    }
+    const int tokens = m_end - m0;
+    // the CTA's chunks [cta_begin, cta_begin + cta_chunks) (staged), this warp's k-group's part
+    // [chunk_begin, chunk_begin + nchunks) (streamed), which starts at act chunk `group_off`
+    const int cta_begin = split * p.chunks_per_split;
+    const int cta_chunks = max(min(cta_begin + p.chunks_per_split, p.chunks) - cta_begin, 0);
+    const int group_len = (cta_chunks + KGroups - 1) / KGroups;
+    const int group_off = min(kg * group_len, cta_chunks);
+    const int chunk_begin = cta_begin + group_off;
+    const int nchunks = min(group_len, cta_chunks - group_off);
+    const int n_cta = (n_first + item) * SL::rows_per_cta;
+    const int n0 = n_cta + row_warp * SL::rows_per_warp;
+    const bool warp_active = n0 < p.N;
+    const bool resident = p.resident;
+    QUADS_DECODE_TRACE_MODE(resident);
+    const int slab_len = resident ? p.chunks_per_split : SL::slab_chunks;  // chunks per buffer
+    const int nslabs = resident ? 1 : (nchunks + SL::slab_chunks - 1) / SL::slab_chunks;
 
-  const int chunk_slots = nt * DL::words_per_lane * 32;  // 16-byte slots of one chunk
-  const int buf_slots = slab_len * chunk_slots;
-  const int nbufs = resident ? 1 : 2;
-  uint4* act = reinterpret_cast<uint4*>(smem_raw);  // [nbufs][buf_slots]
-  // RAC residuals (p.rac_cols): with one token tile (at most 4 tokens) the MMA column of token
-  // n + 4 (16 slots after the token's own: stage_slot's lane (n % 8) * 4 + o / 4); with two tiles
-  // (dense calls of 5-8 tokens) the second tile (128 slots after); else a residual buffer
-  // [nbufs][buf_slots] after the activations. Dense one-tile calls always take the columns, so
-  // their chunk loop holds no residual path.
-  constexpr int RC = SL::rac_col_capacity(nt);
-  // Only these instantiations decide the residual placement at run time (p.rac_cols); the others
-  // hold no residual-buffer path at all.
-  constexpr bool residual_buffer_path = T::rac && (nt == 2 || Grouped);
-  const bool rac_cols = T::rac && (!residual_buffer_path || p.rac_cols);
-  uint4* res = rac_cols ? act + SL::stage_slot(nt, 0, RC, 0) : act + nbufs * buf_slots;
-  unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 *
-                                       (T::rac && !rac_cols ? 2 : 1);
-  const int staged_tokens = rac_cols ? RC : 8 * nt;  // token slots the staging fills
-  unsigned char* my_ring = ring + warp * S * SL::stage_bytes;
+    const int chunk_slots = nt * DL::words_per_lane * 32;  // 16-byte slots of one chunk
+    const int buf_slots = slab_len * chunk_slots;
+    const int nbufs = resident ? 1 : 2;
+    uint4* act = reinterpret_cast<uint4*>(smem_raw);  // [nbufs][buf_slots]
+    // RAC residuals (p.rac_cols): with one token tile (at most 4 tokens) the MMA column of token
+    // n + 4 (16 slots after the token's own: stage_slot's lane (n % 8) * 4 + o / 4); with two tiles
+    // (dense calls of 5-8 tokens) the second tile (128 slots after); else a residual buffer
+    // [nbufs][buf_slots] after the activations. Dense one-tile calls always take the columns, so
+    // their chunk loop holds no residual path.
+    constexpr int RC = SL::rac_col_capacity(nt);
+    // Only these instantiations decide the residual placement at run time (p.rac_cols); the others
+    // hold no residual-buffer path at all.
+    constexpr bool residual_buffer_path = T::rac && (nt == 2 || Grouped);
+    const bool rac_cols = T::rac && (!residual_buffer_path || p.rac_cols);
+    uint4* res = rac_cols ? act + SL::stage_slot(nt, 0, RC, 0) : act + nbufs * buf_slots;
+    unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 *
+                                         (T::rac && !rac_cols ? 2 : 1);
+    const int staged_tokens = rac_cols ? RC : 8 * nt;  // token slots the staging fills
+    unsigned char* my_ring = ring + warp * S * SL::stage_bytes;
 
-  const std::size_t row_bytes = static_cast<std::size_t>(p.K / 2);
-  const int w_scale_cols = p.K / WB;
-  const bool scale_vec = Aligned || (w_scale_cols % 4) == 0;
+    const std::size_t row_bytes = static_cast<std::size_t>(p.K / 2);
+    const int w_scale_cols = p.K / WB;
+    const bool scale_vec = Aligned || (w_scale_cols % 4) == 0;
 
-  // --- this lane's copy sources / destinations (chunk 0 of the split) --------------------------
-  const int r_s = g + 8 * (t / 2), half = t % 2;  // the scale row / half this lane copies
-  const int nA = n0 + g, nB = n0 + g + 8, nS = n0 + r_s;
-  const bool okA = nA < p.N, okB = nB < p.N;
-  const bool okS = nS < p.N && 4 * half < scale_per_chunk;
-  const int kseg0 = DL::word_k(chunk_begin, t, 0);
-  // chunk_tiled weights (chunk_tiling.hpp): a warp's chunk is one contiguous run of codes and
-  // one of scales, already in the ring's order (the host checked N % 16 == 0, K % 128 == 0)
-  constexpr bool tiled = is_chunk_tiled<WF>;
-  constexpr int code_step = tiled ? chunk_tiling::code_bytes : DL::chunk_k / 2;
-  constexpr int scale_step = tiled ? chunk_tiling::scale_bytes : scale_per_chunk;
-  const std::size_t tile0 =
-      static_cast<std::size_t>(n0 / chunk_tiling::rows) * p.chunks + chunk_begin;
-  const std::uint8_t* pA =
-      tiled ? w_data + tile0 * chunk_tiling::code_bytes + lane * 32
-            : w_data + static_cast<std::size_t>(okA ? nA : 0) * row_bytes + kseg0 / 2;
-  const std::uint8_t* pB =
-      tiled ? pA + 16 : w_data + static_cast<std::size_t>(okB ? nB : 0) * row_bytes + kseg0 / 2;
-  const std::uint8_t* pS =
-      tiled ? w_scales + tile0 * chunk_tiling::scale_bytes + lane * 4
-            : w_scales + static_cast<std::size_t>(okS ? nS : 0) * w_scale_cols +
-                  chunk_begin * scale_per_chunk + 4 * half;
-  const std::uint32_t ring_s = smem_addr(my_ring);
-  const std::uint32_t dA = ring_s + lane * 32,
-                      dS = ring_s + SL::stage_code_bytes + (tiled ? lane * 4 : r_s * 8 + 4 * half);
+    // --- this lane's copy sources / destinations (chunk 0 of the split) --------------------------
+    const int r_s = g + 8 * (t / 2), half = t % 2;  // the scale row / half this lane copies
+    const int nA = n0 + g, nB = n0 + g + 8, nS = n0 + r_s;
+    const bool okA = nA < p.N, okB = nB < p.N;
+    const bool okS = nS < p.N && 4 * half < scale_per_chunk;
+    const int kseg0 = DL::word_k(chunk_begin, t, 0);
+    // chunk_tiled weights (chunk_tiling.hpp): a warp's chunk is one contiguous run of codes and
+    // one of scales, already in the ring's order (the host checked N % 16 == 0, K % 128 == 0)
+    constexpr bool tiled = is_chunk_tiled<WF>;
+    constexpr int code_step = tiled ? chunk_tiling::code_bytes : DL::chunk_k / 2;
+    constexpr int scale_step = tiled ? chunk_tiling::scale_bytes : scale_per_chunk;
+    const std::size_t tile0 =
+        static_cast<std::size_t>(n0 / chunk_tiling::rows) * p.chunks + chunk_begin;
+    const std::uint8_t* pA =
+        tiled ? w_data + tile0 * chunk_tiling::code_bytes + lane * 32
+              : w_data + static_cast<std::size_t>(okA ? nA : 0) * row_bytes + kseg0 / 2;
+    const std::uint8_t* pB =
+        tiled ? pA + 16 : w_data + static_cast<std::size_t>(okB ? nB : 0) * row_bytes + kseg0 / 2;
+    const std::uint8_t* pS =
+        tiled ? w_scales + tile0 * chunk_tiling::scale_bytes + lane * 4
+              : w_scales + static_cast<std::size_t>(okS ? nS : 0) * w_scale_cols +
+                    chunk_begin * scale_per_chunk + 4 * half;
+    const std::uint32_t ring_s = smem_addr(my_ring);
+    const std::uint32_t dA = ring_s + lane * 32,
+                        dS = ring_s + SL::stage_code_bytes + (tiled ? lane * 4 : r_s * 8 + 4 * half);
 
-  // --- ring: chunk i (split-local) of this warp's 16 rows into stage `stage` (= i % S, which the
-  // chunk loop counts instead of dividing); called for chunks 0, 1, 2, ... in order. Tiled and
-  // K % 128 == 0 weights copy from running source pointers (recomputing them from the parameters
-  // cost ~15 instructions per chunk); the others from index arithmetic (K tail, narrow rows).
-  const std::uint8_t* run_a = pA;
-  const std::uint8_t* run_b = pB;
-  const std::uint8_t* run_s = pS;
-  auto issue = [&](int i, int stage) {
-    if (i < nchunks && warp_active) {
-      const std::uint32_t off = static_cast<std::uint32_t>(stage * SL::stage_bytes);
+    // --- ring: chunk i (split-local) of this warp's 16 rows into stage `stage` (= i % S, which the
+    // chunk loop counts instead of dividing); called for chunks 0, 1, 2, ... in order. Tiled and
+    // K % 128 == 0 weights copy from running source pointers (recomputing them from the parameters
+    // cost ~15 instructions per chunk); the others from index arithmetic (K tail, narrow rows).
+    const std::uint8_t* run_a = pA;
+    const std::uint8_t* run_b = pB;
+    const std::uint8_t* run_s = pS;
+    auto issue = [&](int i, int stage) {
+      if (i < nchunks && warp_active) {
+        const std::uint32_t off = static_cast<std::uint32_t>(stage * SL::stage_bytes);
+        if constexpr (tiled || Aligned) {
+          cp_async16(dA + off, run_a, tiled || okA ? 16 : 0);
+          cp_async16(dA + off + 16, run_b, tiled || okB ? 16 : 0);
+          cp_async4(dS + off, run_s, tiled || okS ? 4 : 0);
+        } else {
+          const int kseg = kseg0 + i * DL::chunk_k;
+          const bool in_k = kseg < p.K;
+          if (p.w_vec16) {
+            cp_async16(dA + off, in_k ? pA + i * 64 : w_data, okA && in_k ? 16 : 0);
+            cp_async16(dA + off + 16, in_k ? pB + i * 64 : w_data, okB && in_k ? 16 : 0);
+          } else {
+            const bool in2 = kseg + 16 < p.K;
+            cp_async8(dA + off, in_k ? pA + i * 64 : w_data, okA && in_k ? 8 : 0);
+            cp_async8(dA + off + 8, in2 ? pA + i * 64 + 8 : w_data, okA && in2 ? 8 : 0);
+            cp_async8(dA + off + 16, in_k ? pB + i * 64 : w_data, okB && in_k ? 8 : 0);
+            cp_async8(dA + off + 24, in2 ? pB + i * 64 + 8 : w_data, okB && in2 ? 8 : 0);
+          }
+          const int first_block = (chunk_begin + i) * scale_per_chunk + 4 * half;
+          int valid = okS ? w_scale_cols - first_block : 0;
+          valid = valid < 0 ? 0 : (valid > 4 ? 4 : valid);
+          const std::uint8_t* src = valid > 0 ? pS + i * scale_per_chunk : w_scales;
+          if (scale_vec) {
+            cp_async4(dS + off, src, valid);
+          } else {
+            unsigned char* sdst = my_ring + off + SL::stage_code_bytes + r_s * 8 + 4 * half;
+#pragma unroll
+            for (int b = 0; b < 4; ++b) sdst[b] = b < valid ? __ldg(src + b) : std::uint8_t{0};
+          }
+        }
+      }
+      cp_async_commit();
       if constexpr (tiled || Aligned) {
-        cp_async16(dA + off, run_a, tiled || okA ? 16 : 0);
-        cp_async16(dA + off + 16, run_b, tiled || okB ? 16 : 0);
-        cp_async4(dS + off, run_s, tiled || okS ? 4 : 0);
+        run_a += code_step;
+        run_b += code_step;
+        run_s += scale_step;
+      }
+    };
+
+    float acc[2][4] = {};
+    float acc_r[2][4] = {};
+    float acc2[DualAcc ? 2 : 1][4] = {};  // odd words (DualAcc)
+
+    struct ring_regs {
+      uint4 q0, q1;         // codes of rows g, g + 8
+      std::uint32_t s0, s1; // this lane's scale bytes of rows g, g + 8
+    };
+    // Reads stage `stage` back. A warp without rows (n0 >= N) reads a stage nothing wrote; it
+    // never uses the values.
+    auto ring_read = [&](int stage) {
+      ring_regs r;
+      const unsigned char* st = my_ring + stage * SL::stage_bytes;
+      r.q0 = *reinterpret_cast<const uint4*>(st + lane * 32);
+      r.q1 = *reinterpret_cast<const uint4*>(st + lane * 32 + 16);
+      const unsigned char* ss = st + SL::stage_code_bytes;
+      if constexpr (WB == 16) {
+        r.s0 = *reinterpret_cast<const std::uint16_t*>(ss + g * 8 + 2 * t);
+        r.s1 = *reinterpret_cast<const std::uint16_t*>(ss + (g + 8) * 8 + 2 * t);
       } else {
-        const int kseg = kseg0 + i * DL::chunk_k;
-        const bool in_k = kseg < p.K;
-        if (p.w_vec16) {
-          cp_async16(dA + off, in_k ? pA + i * 64 : w_data, okA && in_k ? 16 : 0);
-          cp_async16(dA + off + 16, in_k ? pB + i * 64 : w_data, okB && in_k ? 16 : 0);
-        } else {
-          const bool in2 = kseg + 16 < p.K;
-          cp_async8(dA + off, in_k ? pA + i * 64 : w_data, okA && in_k ? 8 : 0);
-          cp_async8(dA + off + 8, in2 ? pA + i * 64 + 8 : w_data, okA && in2 ? 8 : 0);
-          cp_async8(dA + off + 16, in_k ? pB + i * 64 : w_data, okB && in_k ? 8 : 0);
-          cp_async8(dA + off + 24, in2 ? pB + i * 64 + 8 : w_data, okB && in2 ? 8 : 0);
+        r.s0 = ss[g * 8 + t];
+        r.s1 = ss[(g + 8) * 8 + t];
+      }
+      return r;
+    };
+
+    // --- prologue: ring stages in flight, then the first slab (or all of the range) staged --------
+#pragma unroll
+    for (int i = 0; i < S - 1; ++i) issue(i, i);
+
+    // Slab refills (KGroups == 1): thread tid stages slab chunk tid % 4, octet tid / 4 % 16 of
+    // tokens tid / 64 + 4 u (u < batch). A decode call's single token is then one unit for each of
+    // 64 threads in 2 warps; with 16 threads per token (tid / 16) it was 4 serial units of half of
+    // warp 0, which every other warp waited for at the slab barrier.
+    constexpr int rf_units = SL::slab_chunks * 16;  // units of one token per slab
+    constexpr int rf_step = SL::threads / rf_units; // tokens staged side by side
+    static_assert(SL::threads % rf_units == 0 && rf_step * SL::slab_chunks >= SL::tokens_per_cta,
+                  "quads: the slab refill map must cover every token slot");
+    const int rf_c = tid % SL::slab_chunks, rf_o = tid / SL::slab_chunks % 16, rf_n0 = tid / rf_units;
+    auto stage_refill_load = [&](int u, int first) { // token rf_n0 + rf_step u of the slab at `first`
+      const int n = rf_n0 + rf_step * u;
+      const int k = (chunk_begin + first + rf_c) * DL::chunk_k + 8 * rf_o;
+      const bool valid = n < tokens && first + rf_c < nchunks && k < p.K;
+      return stage_load<Lane, Act>(p, slot_table, m0 + n, k, valid);
+    };
+    auto stage_refill_store = [&](const staged_unit<Act>& su, int u, int bufi) {
+      const int n = rf_n0 + rf_step * u;
+      if (n < staged_tokens)
+        stage_store<Lane, Act>(su, act + bufi * buf_slots, res + bufi * buf_slots,
+                               rf_c * chunk_slots + SL::stage_slot(nt, 0, n, rf_o));
+    };
+    // Which chunks hold a selected block, so that the loop skips the residual buffer's MMAs for
+    // the others. The residual columns need no flags (their MMA is the token tile's own), and the
+    // flag loads would hold each thread's first-fill loads behind a round trip to the slot table.
+    auto residual_flags = [&](int first, int count) {  // CTA-local chunks
+      if constexpr (residual_buffer_path) {
+        if (rac_cols) return;
+        for (int c = tid; c < count; c += NT) {
+          const int i = first + c;
+          const int kb0 = (cta_begin + i) * DL::chunk_k / T::block_size;
+          const int nkb = p.K / T::block_size;
+          int any = 0;
+          if (i < cta_chunks)
+            for (int b = 0; b < DL::chunk_k / T::block_size; ++b)
+              if (kb0 + b < nkb && __ldg(slot_table + kb0 + b) >= 0) any = 1;
+          res_flag[resident ? i : i % (2 * SL::slab_chunks)] = any;
         }
-        const int first_block = (chunk_begin + i) * scale_per_chunk + 4 * half;
-        int valid = okS ? w_scale_cols - first_block : 0;
-        valid = valid < 0 ? 0 : (valid > 4 ? 4 : valid);
-        const std::uint8_t* src = valid > 0 ? pS + i * scale_per_chunk : w_scales;
-        if (scale_vec) {
-          cp_async4(dS + off, src, valid);
-        } else {
-          unsigned char* sdst = my_ring + off + SL::stage_code_bytes + r_s * 8 + 4 * half;
-#pragma unroll
-          for (int b = 0; b < 4; ++b) sdst[b] = b < valid ? __ldg(src + b) : std::uint8_t{0};
-        }
       }
-    }
-    cp_async_commit();
-    if constexpr (tiled || Aligned) {
-      run_a += code_step;
-      run_b += code_step;
-      run_s += scale_step;
-    }
-  };
-
-  float acc[2][4] = {};
-  float acc_r[2][4] = {};
-  float acc2[DualAcc ? 2 : 1][4] = {};  // odd words (DualAcc)
-
-  struct ring_regs {
-    uint4 q0, q1;         // codes of rows g, g + 8
-    std::uint32_t s0, s1; // this lane's scale bytes of rows g, g + 8
-  };
-  // Reads stage `stage` back. A warp without rows (n0 >= N) reads a stage nothing wrote; it
-  // never uses the values.
-  auto ring_read = [&](int stage) {
-    ring_regs r;
-    const unsigned char* st = my_ring + stage * SL::stage_bytes;
-    r.q0 = *reinterpret_cast<const uint4*>(st + lane * 32);
-    r.q1 = *reinterpret_cast<const uint4*>(st + lane * 32 + 16);
-    const unsigned char* ss = st + SL::stage_code_bytes;
-    if constexpr (WB == 16) {
-      r.s0 = *reinterpret_cast<const std::uint16_t*>(ss + g * 8 + 2 * t);
-      r.s1 = *reinterpret_cast<const std::uint16_t*>(ss + (g + 8) * 8 + 2 * t);
-    } else {
-      r.s0 = ss[g * 8 + t];
-      r.s1 = ss[(g + 8) * 8 + t];
-    }
-    return r;
-  };
-
-  // --- prologue: ring stages in flight, then the first slab (or all of the range) staged --------
+    };
+    constexpr int batch = SL::slab_chunks;  // units in flight per thread while staging
+    staged_unit<Act> pre[batch];
+    if (item == 0) {
+      // The first fill (the whole K range when resident) spreads its pieces over all threads,
+      // token-major, so that only the real tokens' pieces issue loads and every thread keeps a
+      // batch of them in flight: with one token per 16 threads and one chunk per batch it took
+      // 6-9 us (several dependent DRAM round trips) before the first MMA (H200 trace, 04:22 UTC).
+      const int first_len = resident ? cta_chunks : min(SL::slab_chunks, cta_chunks);
+      residual_flags(0, first_len);
+      using FP = stage_piece<Lane, Act>;
+      constexpr int pieces_per_chunk = 16 / FP::octets;
+      constexpr int fill_batch = FP::batch;
+      const int per_token = first_len * pieces_per_chunk;
+      const int items = staged_tokens * per_token;
+      for (int base = 0; base < items; base += fill_batch * NT) {
+        typename FP::raw raw[fill_batch];
 #pragma unroll
-  for (int i = 0; i < S - 1; ++i) issue(i, i);
-
-  // Slab refills (KGroups == 1): thread tid stages slab chunk tid % 4, octet tid / 4 % 16 of
-  // tokens tid / 64 + 4 u (u < batch). A decode call's single token is then one unit for each of
-  // 64 threads in 2 warps; with 16 threads per token (tid / 16) it was 4 serial units of half of
-  // warp 0, which every other warp waited for at the slab barrier.
-  constexpr int rf_units = SL::slab_chunks * 16;  // units of one token per slab
-  constexpr int rf_step = SL::threads / rf_units; // tokens staged side by side
-  static_assert(SL::threads % rf_units == 0 && rf_step * SL::slab_chunks >= SL::tokens_per_cta,
-                "quads: the slab refill map must cover every token slot");
-  const int rf_c = tid % SL::slab_chunks, rf_o = tid / SL::slab_chunks % 16, rf_n0 = tid / rf_units;
-  auto stage_refill_load = [&](int u, int first) { // token rf_n0 + rf_step u of the slab at `first`
-    const int n = rf_n0 + rf_step * u;
-    const int k = (chunk_begin + first + rf_c) * DL::chunk_k + 8 * rf_o;
-    const bool valid = n < tokens && first + rf_c < nchunks && k < p.K;
-    return stage_load<Lane, Act>(p, slot_table, m0 + n, k, valid);
-  };
-  auto stage_refill_store = [&](const staged_unit<Act>& su, int u, int bufi) {
-    const int n = rf_n0 + rf_step * u;
-    if (n < staged_tokens)
-      stage_store<Lane, Act>(su, act + bufi * buf_slots, res + bufi * buf_slots,
-                             rf_c * chunk_slots + SL::stage_slot(nt, 0, n, rf_o));
-  };
-  // Which chunks hold a selected block, so that the loop skips the residual buffer's MMAs for
-  // the others. The residual columns need no flags (their MMA is the token tile's own), and the
-  // flag loads would hold each thread's first-fill loads behind a round trip to the slot table.
-  auto residual_flags = [&](int first, int count) {  // CTA-local chunks
-    if constexpr (residual_buffer_path) {
-      if (rac_cols) return;
-      for (int c = tid; c < count; c += NT) {
-        const int i = first + c;
-        const int kb0 = (cta_begin + i) * DL::chunk_k / T::block_size;
-        const int nkb = p.K / T::block_size;
-        int any = 0;
-        if (i < cta_chunks)
-          for (int b = 0; b < DL::chunk_k / T::block_size; ++b)
-            if (kb0 + b < nkb && __ldg(slot_table + kb0 + b) >= 0) any = 1;
-        res_flag[resident ? i : i % (2 * SL::slab_chunks)] = any;
-      }
-    }
-  };
-  constexpr int batch = SL::slab_chunks;  // units in flight per thread while staging
-  staged_unit<Act> pre[batch];
-  {
-    // The first fill (the whole K range when resident) spreads its pieces over all threads,
-    // token-major, so that only the real tokens' pieces issue loads and every thread keeps a
-    // batch of them in flight: with one token per 16 threads and one chunk per batch it took
-    // 6-9 us (several dependent DRAM round trips) before the first MMA (H200 trace, 04:22 UTC).
-    const int first_len = resident ? cta_chunks : min(SL::slab_chunks, cta_chunks);
-    residual_flags(0, first_len);
-    using FP = stage_piece<Lane, Act>;
-    constexpr int pieces_per_chunk = 16 / FP::octets;
-    constexpr int fill_batch = FP::batch;
-    const int per_token = first_len * pieces_per_chunk;
-    const int items = staged_tokens * per_token;
-    for (int base = 0; base < items; base += fill_batch * NT) {
-      typename FP::raw raw[fill_batch];
-#pragma unroll
-      for (int u = 0; u < fill_batch; ++u) {
-        const int item = base + u * NT + tid;
-        const int n = item / per_token, rest = item % per_token;
-        const int c = rest / pieces_per_chunk, piece = rest % pieces_per_chunk;
-        const int k = (cta_begin + c) * DL::chunk_k + 8 * FP::octets * piece;
-        raw[u] = FP::load(p, slot_table, m0 + n, k, item < items && n < tokens && c < cta_chunks);
-      }
-#pragma unroll
-      for (int u = 0; u < fill_batch; ++u) {
-        const int item = base + u * NT + tid;
-        if (item < items) {
+        for (int u = 0; u < fill_batch; ++u) {
+          const int item = base + u * NT + tid;
           const int n = item / per_token, rest = item % per_token;
           const int c = rest / pieces_per_chunk, piece = rest % pieces_per_chunk;
-          FP::store(raw[u], act, res, c * chunk_slots, nt, n, piece);
+          const int k = (cta_begin + c) * DL::chunk_k + 8 * FP::octets * piece;
+          raw[u] = FP::load(p, slot_table, m0 + n, k, item < items && n < tokens && c < cta_chunks);
+        }
+#pragma unroll
+        for (int u = 0; u < fill_batch; ++u) {
+          const int item = base + u * NT + tid;
+          if (item < items) {
+            const int n = item / per_token, rest = item % per_token;
+            const int c = rest / pieces_per_chunk, piece = rest % pieces_per_chunk;
+            FP::store(raw[u], act, res, c * chunk_slots, nt, n, piece);
+          }
         }
       }
     }
-  }
-  // chunk 0 into registers, then the ring's last stage in flight
-  cp_async_wait<S - 2>();
-  __syncwarp();
-  ring_regs cur = ring_read(0);
-  issue(S - 1, S - 1);
-  int stage = 0;  // i % S of the chunk the loop works on
-  __syncthreads();
-  QUADS_DECODE_TRACE_POINT(1, warp == 0);
+    // chunk 0 into registers, then the ring's last stage in flight
+    cp_async_wait<S - 2>();
+    __syncwarp();
+    ring_regs cur = ring_read(0);
+    issue(S - 1, S - 1);
+    int stage = 0;  // i % S of the chunk the loop works on
+    __syncthreads();
+    QUADS_DECODE_TRACE_POINT(1, warp == 0);
 
-  for (int s = 0; s < nslabs; ++s) {
-    const int buf = resident ? 0 : (s & 1);
-    const bool next = !resident && s + 1 < nslabs;
-    if (next) {
+    for (int s = 0; s < nslabs; ++s) {
+      const int buf = resident ? 0 : (s & 1);
+      const bool next = !resident && s + 1 < nslabs;
+      if (next) {
 #pragma unroll
-      for (int u = 0; u < batch; ++u)
-        pre[u] = stage_refill_load(u, (s + 1) * SL::slab_chunks);
-    }
-    const uint4* a_buf = act + buf * buf_slots;
-    const uint4* r_buf = res + buf * buf_slots;
-    const int c_first = resident ? 0 : s * SL::slab_chunks;
-    const int c_end = resident ? nchunks : min(SL::slab_chunks, nchunks - c_first);
-    // resident: act chunk group_off + i (group_off = 0 with one k-group, as in slab mode)
-    const int a_first = resident ? group_off : 0;
-    const uint4* a_chunks = a_buf + a_first * chunk_slots;
-    const uint4* r_chunks = r_buf + a_first * chunk_slots;
-    // two chunks per iteration; RAC with two token tiles, and grouped RAC (residual buffer
-    // for 8-row m-tiles), keep one (register bound: ptxas spilled otherwise)
+        for (int u = 0; u < batch; ++u)
+          pre[u] = stage_refill_load(u, (s + 1) * SL::slab_chunks);
+      }
+      const uint4* a_buf = act + buf * buf_slots;
+      const uint4* r_buf = res + buf * buf_slots;
+      const int c_first = resident ? 0 : s * SL::slab_chunks;
+      const int c_end = resident ? nchunks : min(SL::slab_chunks, nchunks - c_first);
+      // resident: act chunk group_off + i (group_off = 0 with one k-group, as in slab mode)
+      const int a_first = resident ? group_off : 0;
+      const uint4* a_chunks = a_buf + a_first * chunk_slots;
+      const uint4* r_chunks = r_buf + a_first * chunk_slots;
+      // two chunks per iteration; RAC with two token tiles, and grouped RAC (residual buffer
+      // for 8-row m-tiles), keep one (register bound: ptxas spilled otherwise)
 #pragma unroll(residual_buffer_path ? 1 : 2)
-    for (int cl = 0; cl < c_end; ++cl) {
-      const int i = c_first + cl;  // split-local chunk
-      // this chunk's codes and scales are in registers (cur); fetch the next chunk's from the
-      // ring first, so the shared-memory latency overlaps this chunk's work
-      const uint4 wq0 = cur.q0, wq1 = cur.q1;
-      const std::uint32_t sc0 = cur.s0, sc1 = cur.s1;
-      // After the last chunk this reads a stage no copy is in flight for (values unused), and
-      // the issue only commits an empty group: no branch in the loop.
-      const int next_stage = stage + 1 == S ? 0 : stage + 1;
-      cp_async_wait<S - 2>();
-      __syncwarp();
-      cur = ring_read(next_stage);
-      issue(i + S, stage);  // chunk i's stage: its bytes are in registers
-      stage = next_stage;
-      if (!warp_active) continue;
-      bool any_residual = false;
-      if constexpr (T::rac)
-        any_residual = !rac_cols &&
-                       res_flag[resident ? group_off + i : i % (2 * SL::slab_chunks)] != 0;
-      const uint4* a_chunk = a_chunks + cl * chunk_slots;
-      const uint4* r_chunk = r_chunks + cl * chunk_slots;
+      for (int cl = 0; cl < c_end; ++cl) {
+        const int i = c_first + cl;  // split-local chunk
+        // this chunk's codes and scales are in registers (cur); fetch the next chunk's from the
+        // ring first, so the shared-memory latency overlaps this chunk's work
+        const uint4 wq0 = cur.q0, wq1 = cur.q1;
+        const std::uint32_t sc0 = cur.s0, sc1 = cur.s1;
+        // After the last chunk this reads a stage no copy is in flight for (values unused), and
+        // the issue only commits an empty group: no branch in the loop.
+        const int next_stage = stage + 1 == S ? 0 : stage + 1;
+        cp_async_wait<S - 2>();
+        __syncwarp();
+        cur = ring_read(next_stage);
+        issue(i + S, stage);  // chunk i's stage: its bytes are in registers
+        stage = next_stage;
+        if (!warp_active) continue;
+        bool any_residual = false;
+        if constexpr (T::rac)
+          any_residual = !rac_cols &&
+                         res_flag[resident ? group_off + i : i % (2 * SL::slab_chunks)] != 0;
+        const uint4* a_chunk = a_chunks + cl * chunk_slots;
+        const uint4* r_chunk = r_chunks + cl * chunk_slots;
 #pragma unroll
-      for (int w = 0; w < DL::words_per_lane; ++w) {
-        const int b = (w * 8) / WB;
-        const std::uint32_t m_0 = WL::multiplier2(static_cast<std::uint8_t>(sc0 >> (8 * b)));
-        const std::uint32_t m_1 = WL::multiplier2(static_cast<std::uint8_t>(sc1 >> (8 * b)));
-        std::uint32_t ag[4], ag8[4];
-        WL::dequant_word(word_of(wq0, w), m_0, ag);
-        WL::dequant_word(word_of(wq1, w), m_1, ag8);
+        for (int w = 0; w < DL::words_per_lane; ++w) {
+          const int b = (w * 8) / WB;
+          const std::uint32_t m_0 = WL::multiplier2(static_cast<std::uint8_t>(sc0 >> (8 * b)));
+          const std::uint32_t m_1 = WL::multiplier2(static_cast<std::uint8_t>(sc1 >> (8 * b)));
+          std::uint32_t ag[4], ag8[4];
+          WL::dequant_word(word_of(wq0, w), m_0, ag);
+          WL::dequant_word(word_of(wq1, w), m_1, ag8);
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          if (j >= nt) break;
-          const int slot = (j * DL::words_per_lane + w) * 32 + lane;
-          const uint4 bv = a_chunk[slot];
-          if constexpr (DualAcc) {
-            float(&d)[4] = (w & 1) ? acc2[j] : acc[j];
-            mma_16816<Lane>(d, ag[0], ag8[0], ag[1], ag8[1], bv.x, bv.y);
-            mma_16816<Lane>(d, ag[2], ag8[2], ag[3], ag8[3], bv.z, bv.w);
-          } else {
-            mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], bv.x, bv.y);
-            mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], bv.z, bv.w);
-          }
-          if constexpr (T::rac) {
-            if (any_residual) {
-              const uint4 br = r_chunk[slot];
-              if (p.own) {
-                mma_16816<Lane>(acc_r[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
-                mma_16816<Lane>(acc_r[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
-              } else {
-                mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
-                mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
+          for (int j = 0; j < 2; ++j) {
+            if (j >= nt) break;
+            const int slot = (j * DL::words_per_lane + w) * 32 + lane;
+            const uint4 bv = a_chunk[slot];
+            if constexpr (DualAcc) {
+              float(&d)[4] = (w & 1) ? acc2[j] : acc[j];
+              mma_16816<Lane>(d, ag[0], ag8[0], ag[1], ag8[1], bv.x, bv.y);
+              mma_16816<Lane>(d, ag[2], ag8[2], ag[3], ag8[3], bv.z, bv.w);
+            } else {
+              mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], bv.x, bv.y);
+              mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], bv.z, bv.w);
+            }
+            if constexpr (T::rac) {
+              if (any_residual) {
+                const uint4 br = r_chunk[slot];
+                if (p.own) {
+                  mma_16816<Lane>(acc_r[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
+                  mma_16816<Lane>(acc_r[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
+                } else {
+                  mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
+                  mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
+                }
               }
             }
           }
         }
       }
-    }
-    if (next) {
-      const int first = (s + 1) * SL::slab_chunks;
-      residual_flags(first, min(SL::slab_chunks, nchunks - first));
+      if (next) {
+        const int first = (s + 1) * SL::slab_chunks;
+        residual_flags(first, min(SL::slab_chunks, nchunks - first));
 #pragma unroll
-      for (int u = 0; u < batch; ++u)
-        stage_refill_store(pre[u], u, buf ^ 1);
-    }
-    if (!resident) __syncthreads();
-  }
-
-  // --- split-K reduction, push form: each CTA stores its partials straight into the shared
-  // memory of the CTA that owns the fragment (fragment f belongs to split f % splits), one slot
-  // per source split; after the cluster barrier every owner sums its slots in split order
-  // (deterministic) and runs the epilogue. Remote stores do not wait for a reply, so this costs
-  // two cluster barriers and local loads (the pull form it replaces read every partial back from
-  // remote shared memory, which cost 2-80 us at 4-8 splits on the H200, 02:27 UTC run).
-  QUADS_DECODE_TRACE_POINT(2 + row_warp, kg == 0);
-  cp_async_wait<0>();
-  if constexpr (DualAcc)
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], acc2[j][e]);
-  namespace cg = cooperative_groups;
-  constexpr int per_row = SL::rows_per_cta / W;
-  // main and residual partials (RAC's residual columns file residual partials for either scale)
-  constexpr int which_count = Epi::reads_residual || T::rac ? 2 : 1;
-  static_assert(SL::reduce_floats(W, which_count) * 4 <= SL::warps * S * SL::stage_bytes,
-                "quads: the split-K receive slots must fit the drained weight rings");
-  const int frags = tokens * per_row;
-  const int lf_count = SL::reduce_locals(W, splits);
-  float* recv = reinterpret_cast<float*>(ring);
-  // sources: split-major, then k-group (SL::reduce_slot's layout with splits * KGroups sources;
-  // the rings of the KGroups warp groups hold KGroups times the floats)
-  const int sources = splits * KGroups;
-  auto slot_of = [&](int which, int src, int lf) {
-    return ((which * sources + src) * lf_count + lf) * W;
-  };
-  if (splits > 1) cg::this_cluster().sync();  // every CTA's rings drained and free
-  else __syncthreads();
-  QUADS_DECODE_TRACE_POINT(10, warp == 0);
-  if (warp_active) {
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = 8 * j + 2 * t + (e & 1);  // MMA column: token, or (rac_cols, >= 4) residual
-        const bool res_col = rac_cols && col >= RC;
-        const int m = res_col ? col - RC : col;
-        if (j >= nt || m >= tokens) continue;
-        const int nl = row_warp * SL::rows_per_warp + g + (e >= 2 ? 8 : 0);
-        const int f = m * per_row + nl / W;
-        const int owner = f % splits, lf = f / splits, src = split * KGroups + kg;
-        float* dst = splits > 1 ? cg::this_cluster().map_shared_rank(recv, owner) : recv;
-        // exact: the fold is a power of two
-        dst[slot_of(res_col ? 1 : 0, src, lf) + nl % W] = acc[j][e] * p.fold;
-        if constexpr (Epi::reads_residual)
-          if (!rac_cols) dst[slot_of(1, src, lf) + nl % W] = acc_r[j][e] * p.fold;
+        for (int u = 0; u < batch; ++u)
+          stage_refill_store(pre[u], u, buf ^ 1);
       }
-  }
-  if (splits > 1) cg::this_cluster().sync();  // every partial has arrived
-  else __syncthreads();
-  QUADS_DECODE_TRACE_POINT(11, warp == 0);
+      if (!resident) __syncthreads();
+    }
 
-  for (int lf = tid; lf < lf_count; lf += NT) {
-    const int f = lf * splits + split;
-    if (f >= frags) break;
-    const int m = f / per_row;
-    const int nl = (f % per_row) * W;
-    const int col = n_cta + nl;
-    if (col >= p.N) continue;
-    epilogue::fragment<W> fr;
-    fr.row = m0 + m;
-    fr.col = col;
-    fr.count = min(W, p.N - col);
+    // --- split-K reduction, push form: each CTA stores its partials straight into the shared
+    // memory of the CTA that owns the fragment (fragment f belongs to split f % splits), one slot
+    // per source split; after the cluster barrier every owner sums its slots in split order
+    // (deterministic) and runs the epilogue. Remote stores do not wait for a reply, so this costs
+    // two cluster barriers and local loads (the pull form it replaces read every partial back from
+    // remote shared memory, which cost 2-80 us at 4-8 splits on the H200, 02:27 UTC run).
+    QUADS_DECODE_TRACE_POINT(2 + row_warp, kg == 0);
+    cp_async_wait<0>();
+    if constexpr (DualAcc)
 #pragma unroll
-    for (int i = 0; i < W; ++i) fr.r[i] = 0.0f;
-    for (int q = 0; q < sources; ++q) {
-      const float* src = recv + slot_of(0, q, lf);
+      for (int j = 0; j < 2; ++j)
 #pragma unroll
-      for (int i = 0; i < W; ++i) {
-        const float v = i < fr.count ? src[i] : 0.0f;
-        fr.v[i] = q == 0 ? v : __fadd_rn(fr.v[i], v);
-      }
-      if constexpr (Epi::reads_residual || T::rac) {
-        if (Epi::reads_residual || rac_cols) {
-          const float* srr = recv + slot_of(1, q, lf);
+        for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], acc2[j][e]);
+    namespace cg = cooperative_groups;
+    constexpr int per_row = SL::rows_per_cta / W;
+    // main and residual partials (RAC's residual columns file residual partials for either scale)
+    constexpr int which_count = Epi::reads_residual || T::rac ? 2 : 1;
+    static_assert(SL::reduce_floats(W, which_count) * 4 <= SL::warps * S * SL::stage_bytes,
+                  "quads: the split-K receive slots must fit the drained weight rings");
+    const int frags = tokens * per_row;
+    const int lf_count = SL::reduce_locals(W, splits);
+    float* recv = reinterpret_cast<float*>(ring);
+    // sources: split-major, then k-group (SL::reduce_slot's layout with splits * KGroups sources;
+    // the rings of the KGroups warp groups hold KGroups times the floats)
+    const int sources = splits * KGroups;
+    auto slot_of = [&](int which, int src, int lf) {
+      return ((which * sources + src) * lf_count + lf) * W;
+    };
+    if (splits > 1) cg::this_cluster().sync();  // every CTA's rings drained and free
+    else __syncthreads();
+    QUADS_DECODE_TRACE_POINT(10, warp == 0);
+    if (warp_active) {
 #pragma unroll
-          for (int i = 0; i < W; ++i) {
-            const float v = i < fr.count ? srr[i] : 0.0f;
-            fr.r[i] = q == 0 ? v : __fadd_rn(fr.r[i], v);
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = 8 * j + 2 * t + (e & 1);  // MMA column: token, or (rac_cols, >= 4) residual
+          const bool res_col = rac_cols && col >= RC;
+          const int m = res_col ? col - RC : col;
+          if (j >= nt || m >= tokens) continue;
+          const int nl = row_warp * SL::rows_per_warp + g + (e >= 2 ? 8 : 0);
+          const int f = m * per_row + nl / W;
+          const int owner = f % splits, lf = f / splits, src = split * KGroups + kg;
+          float* dst = splits > 1 ? cg::this_cluster().map_shared_rank(recv, owner) : recv;
+          // exact: the fold is a power of two
+          dst[slot_of(res_col ? 1 : 0, src, lf) + nl % W] = acc[j][e] * p.fold;
+          if constexpr (Epi::reads_residual)
+            if (!rac_cols) dst[slot_of(1, src, lf) + nl % W] = acc_r[j][e] * p.fold;
+        }
+    }
+    if (splits > 1) cg::this_cluster().sync();  // every partial has arrived
+    else __syncthreads();
+    QUADS_DECODE_TRACE_POINT(11, warp == 0);
+
+    for (int lf = tid; lf < lf_count; lf += NT) {
+      const int f = lf * splits + split;
+      if (f >= frags) break;
+      const int m = f / per_row;
+      const int nl = (f % per_row) * W;
+      const int col = n_cta + nl;
+      if (col >= p.N) continue;
+      epilogue::fragment<W> fr;
+      fr.row = m0 + m;
+      fr.col = col;
+      fr.count = min(W, p.N - col);
+#pragma unroll
+      for (int i = 0; i < W; ++i) fr.r[i] = 0.0f;
+      for (int q = 0; q < sources; ++q) {
+        const float* src = recv + slot_of(0, q, lf);
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+          const float v = i < fr.count ? src[i] : 0.0f;
+          fr.v[i] = q == 0 ? v : __fadd_rn(fr.v[i], v);
+        }
+        if constexpr (Epi::reads_residual || T::rac) {
+          if (Epi::reads_residual || rac_cols) {
+            const float* srr = recv + slot_of(1, q, lf);
+#pragma unroll
+            for (int i = 0; i < W; ++i) {
+              const float v = i < fr.count ? srr[i] : 0.0f;
+              fr.r[i] = q == 0 ? v : __fadd_rn(fr.r[i], v);
+            }
           }
         }
       }
-    }
-    if constexpr (T::rac && !Epi::reads_residual) {
-      if (rac_cols)  // shared residual scale: the residual products join the main sum
+      if constexpr (T::rac && !Epi::reads_residual) {
+        if (rac_cols)  // shared residual scale: the residual products join the main sum
 #pragma unroll
-        for (int i = 0; i < W; ++i) {
-          fr.v[i] = __fadd_rn(fr.v[i], fr.r[i]);
-          fr.r[i] = 0.0f;
-        }
+          for (int i = 0; i < W; ++i) {
+            fr.v[i] = __fadd_rn(fr.v[i], fr.r[i]);
+            fr.r[i] = 0.0f;
+          }
+      }
+      (void)epilogue::apply_node<Epi>(fr, ep);
     }
-    (void)epilogue::apply_node<Epi>(fr, ep);
+    QUADS_DECODE_TRACE_POINT(12, warp == 0);
+    if (item + 1 < n_items) __syncthreads();  // the receive area (rings) read before refilling
   }
-  QUADS_DECODE_TRACE_POINT(12, warp == 0);
 }
 
 } // namespace detail

@@ -116,6 +116,17 @@ inline grouped_kernel grouped_kernel_from_env() {
   return k;
 }
 
+//! `QUADS_GROUPED_N_PER_CTA` (diagnostic override of `grouped_plan::n_tiles_per_cta` for plans
+//! that leave it 0, e.g. inside the MoE layer): n >= 1, or 0 when unset or not a number.
+inline int grouped_n_tiles_from_env() {
+  static const int n = [] {
+    const char* v = std::getenv("QUADS_GROUPED_N_PER_CTA");
+    const int k = v != nullptr ? std::atoi(v) : 0;
+    return k > 0 ? k : 0;
+  }();
+  return n;
+}
+
 } // namespace detail
 
 //! Runs the grouped GEMM planned by `plan_grouped(max_rows, N, K, experts, residual)` (see the
@@ -148,6 +159,8 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       expect.stream_tile_rows != plan.stream_tile_rows ||
       expect.stream_m_tiles != plan.stream_m_tiles || plan.ctas <= 0)
     return fail("quads: grouped_gemm: the plan is inconsistent; make it with plan_grouped");
+  if (plan.n_tiles_per_cta < 0)
+    return fail("quads: grouped_gemm: n_tiles_per_cta must be 0 (the launcher's rule) or positive");
   if (expert_offsets == nullptr || !aligned(expert_offsets, 4))
     return fail("quads: grouped_gemm: expert_offsets must be a non-null device int[E + 1]");
   detail::decode_params p;
@@ -213,26 +226,44 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       const int smem = body + table_bytes;
       if (smem > SL::max_smem_bytes)
         return fail("quads: grouped_gemm: too many experts for the shared-memory tables");
+      // n-tiles per CTA (resident activations only: a CTA stages them once for all its n-tiles)
+      int n_per = 1;
+      if (p.resident) {
+        const long slots = static_cast<long>(::quads::kernels::detail::sm_count()) *
+                           (smem <= SL::two_per_sm_bytes ? 2 : 1);
+        const int forced =
+            plan.n_tiles_per_cta > 0 ? plan.n_tiles_per_cta : detail::grouped_n_tiles_from_env();
+        n_per = forced > 0 ? forced : grouped_n_tiles_per_cta(ctas, slots);
+        n_per = n_per > n128 ? n128 : n_per;
+      }
+      const int ny = (n128 + n_per - 1) / n_per;  // the grid's y dimension
+      n_per = (n128 + ny - 1) / ny;               // spread evenly over it
       detail::stream_groups gs{};
       gs.sched = s;
       gs.sched.tile_rows = tile;
       gs.experts = E;
       gs.table_offset = body;
-      auto launch = [&]<int FT>() -> cudaError_t {
-        if (const cudaError_t e = detail::raise_stream_smem_limit<
-                detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT>,
-                detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT>>();
+      gs.n_per_cta = n_per;
+      gs.n_tiles = n128;
+      auto launch = [&]<int FT, bool MultiN>() -> cudaError_t {
+        using namespace detail;
+        if (const cudaError_t e = raise_stream_smem_limit<
+                stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT, false, 1, MultiN>,
+                stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT, false, 1, MultiN>>();
             e != cudaSuccess)
           return fail("quads: grouped_gemm: cannot raise the kernel's dynamic shared memory limit",
                       e);
         const auto kernel =
-            aligned_k ? detail::stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT>
-                      : detail::stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT>;
-        return detail::launch_stream(kernel, static_cast<unsigned>(n128),
-                                     static_cast<unsigned>(plan.stream_m_tiles), plan.splits, smem,
-                                     stream, stream_layout::threads, p, Epi::to_params(epi), gs);
+            aligned_k
+                ? stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT, false, 1, MultiN>
+                : stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT, false, 1, MultiN>;
+        return launch_stream(kernel, static_cast<unsigned>(ny),
+                             static_cast<unsigned>(plan.stream_m_tiles), plan.splits, smem, stream,
+                             stream_layout::threads, p, Epi::to_params(epi), gs);
       };
-      return nt == 1 ? launch.template operator()<1>() : launch.template operator()<2>();
+      if (n_per > 1)
+        return nt == 1 ? launch.template operator()<1, true>() : launch.template operator()<2, true>();
+      return nt == 1 ? launch.template operator()<1, false>() : launch.template operator()<2, false>();
     }
   }
 

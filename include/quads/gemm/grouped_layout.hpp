@@ -62,6 +62,10 @@ struct grouped_plan {
   bool residual = false;     //!< a second accumulator (RAC composition (b), `own` scale)
   //! Kernel choice; plan_grouped leaves `automatic`, tests set it to run one path explicitly.
   grouped_kernel kernel = grouped_kernel::automatic;
+  //! 128-row n-tiles one CTA of the streaming kernel streams in turn, its activations staged
+  //! once (resident activations only; slab-mode launches take 1). 0: the launcher's rule
+  //! (`grouped_n_tiles_per_cta`); plan_grouped leaves 0, tests and benchmarks set it.
+  int n_tiles_per_cta = 0;
   ::cuda::std::size_t workspace_bytes = 0;
 
   constexpr ::cuda::std::size_t partial_floats() const noexcept {
@@ -95,6 +99,18 @@ constexpr int grouped_stream_tile_rows(int max_rows, int experts) noexcept {
   const long per = (static_cast<long>(max_rows) + busy - 1) / busy;
   if (per <= 2) return stream_layout::rac_col_capacity(1);
   return per <= 4 ? 8 : decode_layout::tokens_per_cta;
+}
+
+//! n-tiles per CTA of a resident streaming launch of `ctas` CTAs (one n-tile each) on a GPU that
+//! holds `slots` of them at once: 2 when that turns a grid of more than one and at most two waves
+//! into one, else 1. The CTAs of a second wave each paid the whole prologue (offsets, activation
+//! staging, first ring fill: 4-6 us on the H200) after the first wave's; with two n-tiles a CTA
+//! stages once and its second n-tile starts with the ring fill alone (DeepSeek-V3 down GEMM,
+//! T = 1: 448 -> 224 CTAs). Larger grids keep one n-tile per CTA: there the two-tile kernel was
+//! faster alone but made the Qwen3-30B-A3B layer at T = 16 1-4 % slower (H200, 2026-12-01
+//! 06:26 UTC; docs/moe.md, "Thirteenth session").
+constexpr int grouped_n_tiles_per_cta(long ctas, long slots) noexcept {
+  return ctas > slots && ctas <= 2 * slots ? 2 : 1;
 }
 
 //! The plan for a grouped GEMM over `experts` weight matrices `[N, K]` and at most `max_rows`
