@@ -897,7 +897,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
                     chunk_begin * scale_per_chunk + 4 * half;
     const std::uint32_t ring_s = smem_addr(my_ring);
     const std::uint32_t dA = ring_s + lane * 32,
-                        dS = ring_s + SL::stage_code_bytes + (tiled ? lane * 4 : r_s * 8 + 4 * half);
+                        dS = ring_s + SL::stage_code_bytes +
+                             (tiled ? lane * 4 : r_s * 8 + 4 * half);
 
     // --- ring: chunk i (split-local) of this warp's 16 rows into stage `stage` (= i % S, which the
     // chunk loop counts instead of dividing); called for chunks 0, 1, 2, ... in order. Tiled and
@@ -973,7 +974,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       return r;
     };
 
-    // --- prologue: ring stages in flight, then the first slab (or all of the range) staged --------
+    // --- prologue: ring stages in flight, then the first slab (or all of the range) staged ------
 #pragma unroll
     for (int i = 0; i < S - 1; ++i) issue(i, i);
 
@@ -985,8 +986,10 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     constexpr int rf_step = SL::threads / rf_units; // tokens staged side by side
     static_assert(SL::threads % rf_units == 0 && rf_step * SL::slab_chunks >= SL::tokens_per_cta,
                   "quads: the slab refill map must cover every token slot");
-    const int rf_c = tid % SL::slab_chunks, rf_o = tid / SL::slab_chunks % 16, rf_n0 = tid / rf_units;
-    auto stage_refill_load = [&](int u, int first) { // token rf_n0 + rf_step u of the slab at `first`
+    const int rf_c = tid % SL::slab_chunks, rf_o = tid / SL::slab_chunks % 16,
+              rf_n0 = tid / rf_units;
+    // token rf_n0 + rf_step u of the slab at `first`
+    auto stage_refill_load = [&](int u, int first) {
       const int n = rf_n0 + rf_step * u;
       const int k = (chunk_begin + first + rf_c) * DL::chunk_k + 8 * rf_o;
       const bool valid = n < tokens && first + rf_c < nchunks && k < p.K;
@@ -1182,7 +1185,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       for (int j = 0; j < 2; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int col = 8 * j + 2 * t + (e & 1);  // MMA column: token, or (rac_cols, >= 4) residual
+          // MMA column: token, or (rac_cols, >= RC) residual
+          const int col = 8 * j + 2 * t + (e & 1);
           const bool res_col = rac_cols && col >= RC;
           const int m = res_col ? col - RC : col;
           if (j >= nt || m >= tokens) continue;

@@ -201,8 +201,8 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
   const bool want_stream = choice != grouped_kernel::persistent;
   if constexpr (stream_layout::rows_per_cta % W == 0) {
     if (want_stream && plan.splits <= stream_layout::max_splits && plan.stream_m_tiles <= 65535) {
-      // The streaming kernel (decode.cuh), one CTA per (split, 128-row n-tile, m-tile slot);
-      // slots beyond the routing's m-tiles leave at once.
+      // The streaming kernel (decode.cuh), one CTA per (split, group of 128-row n-tiles, m-tile
+      // slot); slots beyond the routing's m-tiles leave at once.
       using SL = stream_layout;
       using Tn = stream_tuning<>;
       constexpr int St = Tn::stages, MinB = Tn::min_blocks;
@@ -247,23 +247,26 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       gs.n_tiles = n128;
       auto launch = [&]<int FT, bool MultiN>() -> cudaError_t {
         using namespace detail;
-        if (const cudaError_t e = raise_stream_smem_limit<
-                stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT, false, 1, MultiN>,
-                stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT, false, 1, MultiN>>();
+        constexpr auto aligned_kernel =
+            stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT, false, 1, MultiN>;
+        constexpr auto unaligned_kernel =
+            stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT, false, 1, MultiN>;
+        if (const cudaError_t e = raise_stream_smem_limit<aligned_kernel, unaligned_kernel>();
             e != cudaSuccess)
           return fail("quads: grouped_gemm: cannot raise the kernel's dynamic shared memory limit",
                       e);
-        const auto kernel =
-            aligned_k
-                ? stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT, false, 1, MultiN>
-                : stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT, false, 1, MultiN>;
-        return launch_stream(kernel, static_cast<unsigned>(ny),
-                             static_cast<unsigned>(plan.stream_m_tiles), plan.splits, smem, stream,
-                             stream_layout::threads, p, Epi::to_params(epi), gs);
+        return launch_stream(aligned_k ? aligned_kernel : unaligned_kernel,
+                             static_cast<unsigned>(ny), static_cast<unsigned>(plan.stream_m_tiles),
+                             plan.splits, smem, stream, stream_layout::threads, p,
+                             Epi::to_params(epi), gs);
       };
-      if (n_per > 1)
-        return nt == 1 ? launch.template operator()<1, true>() : launch.template operator()<2, true>();
-      return nt == 1 ? launch.template operator()<1, false>() : launch.template operator()<2, false>();
+      // the n8 token tiles and the n-tiles per CTA are template parameters
+      const auto with_tiles = [&]<bool MultiN>() {
+        return nt == 1 ? launch.template operator()<1, MultiN>()
+                       : launch.template operator()<2, MultiN>();
+      };
+      return n_per > 1 ? with_tiles.template operator()<true>()
+                       : with_tiles.template operator()<false>();
     }
   }
 

@@ -9,7 +9,7 @@
 //! device by routing; the host never reads them). The work is a flat list of items
 //! `(m-tile, split, n-tile)` over the non-empty experts only: expert e has
 //! `ceil(rows_e / tile_rows)` m-tiles, and every m-tile has `splits * n_tiles` items. The
-//! streaming kernel (the default) launches one CTA per (split, n-tile, m-tile slot) with
+//! streaming kernel (the default) launches one CTA per (split, n-tile group, m-tile slot) with
 //! `plan.stream_tile_rows`-row m-tiles; the slots beyond the routing's m-tiles leave at once. A
 //! persistent grid of `plan.ctas` CTAs walks the list (item = blockIdx.x, += gridDim.x); each CTA
 //! (the fallback kernel, 16-row m-tiles) first builds the prefix sums of m-tiles per expert in
