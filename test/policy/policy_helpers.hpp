@@ -11,6 +11,7 @@
 #include <test_support/generators.hpp>
 #include <test_support/seed.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -31,6 +32,16 @@ inline constexpr quads::quant_options o_per_row{.global = quads::global_scale::p
 inline constexpr quads::quant_options o_mx_floor{.mx_rounding = quads::ue8m0_rounding::floor};
 inline constexpr quads::quant_options o_mx_floor_sr{.round = quads::rounding::stochastic,
                                                     .mx_rounding = quads::ue8m0_rounding::floor};
+
+//! Sets `block[0]` to 1.75 * 2^j above the largest magnitude of the 32-element `block`: under the
+//! MX floor rule the block scale becomes 2^(j-2) and that element maps to 7, so it saturates
+//! whatever the random draw (tests that must see a saturated element plant one).
+inline void plant_mx_floor_saturation(std::span<float> block) {
+  float amax = 0.0f;
+  for (const float v : block.first(32))
+    amax = std::max(amax, std::fabs(v));
+  block[0] = std::ldexp(1.75f, std::ilogb(amax) + 1);
+}
 
 //! `experts` stacked `[rows, cols]` matrices, Gaussian, magnitudes differing per expert, a few
 //! outlier rows and columns (LLM-like), rounded to bf16 if asked.
