@@ -8,7 +8,9 @@
 
 #include "moe_fixtures.hpp"
 
+#include <quads/compensation/calibration.hpp>
 #include <quads/compensation/reference.hpp>
+#include <quads/compensation/selection.hpp>
 #include <quads/moe/nodes.hpp>
 #include <quads/moe/reference.hpp>
 
@@ -97,8 +99,14 @@ TEST_SUITE("moe.reference") {
   TEST_CASE("layer reference: stages compose, combine is the fixed-order sum, RAC lowers error") {
     const qm::layer_shape s{8, 2, 256, 128};
     const int T = 24;
-    const auto p =
-        moe_test::make_problem(s, T, quads_test::derived_seed("moe.ref.layer"), false, 0.5);
+    auto p = moe_test::make_problem(s, T, quads_test::derived_seed("moe.ref.layer"), false, 0.5);
+    // The gate_up set chosen as QUADS chooses it, by the quantization error of x: the problem's
+    // random set may miss the outlier blocks that carry most of the error, and then RAC's gain
+    // drowns in the noise of quantizing h (seed 170000: 0.143 with RAC against 0.131 without).
+    quads::compensation::calibrator<qm::activation_quantizer> cal(s.hidden);
+    cal.observe(p.x, T, p.num.x_scale);
+    p.num.gate_up_sel = quads::compensation::select_channels(quads::compensation::by_quant_error{},
+                                                             cal.statistics(), 0.5);
     const auto w16 = qr::forward(qm::layer_policy::w4a16, p.x, p.logits, T, p.rc, p.w, p.num);
     const auto naive =
         qr::forward(qm::layer_policy::naive_w4a4, p.x, p.logits, T, p.rc, p.w, p.num);
