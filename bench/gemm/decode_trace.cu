@@ -125,9 +125,10 @@ void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flus
     epi_t.push_back(cyc(k[11], k[12]));
     total.push_back(cyc(k[0], k[12]));
   }
-  std::printf("[%s, %llu threads] %s | event cold %.1f us, hot %.1f us/call | span %.1f us\n",
-              h[13] ? "resident" : "slabs", h[14], label, ms_cold * 1e3, ms_hot * 1e2,
-              (tend - t0) * 1e-3);
+  std::printf("[%s, %llu threads] %s | %zu CTAs ran | event cold %.1f us, hot %.1f us/call | "
+              "span %.1f us\n",
+              h[13] ? "resident" : "slabs", h[14], label, total.size(), ms_cold * 1e3,
+              ms_hot * 1e2, (tend - t0) * 1e-3);
   auto row = [](const char* n, const std::vector<double>& v) {
     std::printf("  %-34s mean %6.2f  p10 %6.2f  p50 %6.2f  p90 %6.2f  max %6.2f us\n", n, mean(v),
                 pct(v, 0.1), pct(v, 0.5), pct(v, 0.9), pct(v, 1.0));
@@ -296,7 +297,7 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
   char label[256];
   std::snprintf(label, sizeof label,
                 "grouped %s%s%sE=%d active=%d rows=%d %dx%d tile_rows=%d splits=%d chunks/split=%d "
-                "grid=%d (weights %.1f MB)",
+                "one-n-tile grid=%d (weights %.1f MB)",
                 MoeEpi ? "moe-gate_up-epilogue " : "", Rac ? "rac50 " : "",
                 pair ? "tiled-pair " : "", E, active, rows, N, K, plan.stream_tile_rows,
                 plan.splits, plan.chunks_per_split, ctas,

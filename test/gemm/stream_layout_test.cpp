@@ -6,6 +6,7 @@
 //!        octet) is distinct and is the slot the MMA side reads for the same (token, k); the
 //!        shared-memory sizes fit the H200's limits for the decode shapes; plan_decode's splits.
 #include <quads/gemm/decode_layout.hpp>
+#include <quads/gemm/grouped_layout.hpp>
 
 #include <doctest/doctest.h>
 
@@ -78,6 +79,31 @@ TEST_CASE("plan_decode picks small clusters and one wave for the decode shapes")
     }
   // explicit splits beyond the default cap are kept (clusters up to max_splits)
   CHECK(qg::plan_decode(16, 4096, 14336, false, {8}).splits == 8);
+}
+
+TEST_CASE("token tiles and RAC residual columns: one rule for dense calls and grouped m-tiles") {
+  for (int rows = 1; rows <= SL::tokens_per_cta; ++rows) {
+    INFO("rows " << rows);
+    CHECK(SL::token_tiles(rows) == (rows <= 8 ? 1 : 2));
+    CHECK(SL::dense_token_tiles(rows, false) == SL::token_tiles(rows));
+    // RAC: one tile only while the residual columns fit beside the tokens (4 + 4)
+    const int rac_tiles = SL::dense_token_tiles(rows, true);
+    CHECK(rac_tiles == (rows <= 4 ? 1 : 2));
+    // a dense RAC call of at most 8 tokens stages its residuals in spare columns
+    if (rows <= 8) CHECK(rows <= SL::rac_col_capacity(rac_tiles));
+  }
+  // token n's residual is column n + 4 of one n8 tile, or column n of the second tile
+  CHECK(SL::rac_col_capacity(1) == 4);
+  CHECK(SL::rac_col_capacity(2) == 8);
+}
+
+TEST_CASE("grouped n-tiles per CTA: two only where that makes a grid of 1-2 waves one wave") {
+  CHECK(qg::grouped_n_tiles_per_cta(0, 264) == 1);
+  CHECK(qg::grouped_n_tiles_per_cta(264, 264) == 1);  // one wave already
+  CHECK(qg::grouped_n_tiles_per_cta(265, 264) == 2);
+  CHECK(qg::grouped_n_tiles_per_cta(448, 264) == 2);  // DeepSeek-V3 down, T = 1
+  CHECK(qg::grouped_n_tiles_per_cta(528, 264) == 2);
+  CHECK(qg::grouped_n_tiles_per_cta(529, 264) == 1);  // three waves either way: keep one
 }
 
 } // TEST_SUITE

@@ -752,7 +752,6 @@ struct stream_groups {
   //! 128-row n-tiles per CTA (>= 1; grid y = ceil(n_tiles / n_per_cta)): a CTA streams them one
   //! after the other with its activations staged once (resident activations only).
   int n_per_cta;
-  int n_tiles;       //!< 128-row n-tiles of the weights
 };
 
 //! The streaming mainloop + fused epilogue: CTA (split, n-tile, m-tile) of stream_layout; with
@@ -798,7 +797,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   // instantiation: the pass loop cost the one-tile kernels registers and 5-16 % of the MoE
   // layer's time on the H200, 2026-12-01 05:44 UTC)
   const int n_first = static_cast<int>(blockIdx.y) * (MultiN ? gs.n_per_cta : 1);
-  const int n_items = MultiN ? min(gs.n_per_cta, gs.n_tiles - n_first) : 1;
+  const int n_tiles = (p.N + SL::rows_per_cta - 1) / SL::rows_per_cta;
+  const int n_items = MultiN ? min(gs.n_per_cta, n_tiles - n_first) : 1;
   const int tile_rows = Grouped ? gs.sched.tile_rows : SL::tokens_per_cta;
   constexpr int nt = FixedTiles;  // n8 token tiles
   if constexpr (Grouped) {
@@ -1254,14 +1254,26 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
 
 namespace detail {
 
+//! SMs of the current device (132, the H200's, when the query fails).
+inline int stream_sms() {
+  const int sms = ::quads::kernels::detail::sm_count();
+  return sms > 0 ? sms : 132;
+}
+
+//! CTAs of a streaming kernel with `smem_bytes` of dynamic shared memory that run at once: two
+//! per SM up to `two_per_sm_bytes` (the registers allow two: `__launch_bounds__(256, 2)`), else
+//! one.
+inline long stream_slots(int smem_bytes) {
+  return static_cast<long>(stream_sms()) * (smem_bytes <= stream_layout::two_per_sm_bytes ? 2 : 1);
+}
+
 //! Whether a streaming launch keeps the activations of a split's whole K range resident: they
 //! fit two CTAs per SM next to the rings, or one CTA per SM when the grid is one wave.
 inline bool stream_resident(int chunks_per_split, int resident_bytes, long ctas) {
   using SL = stream_layout;
-  const int sms = ::quads::kernels::detail::sm_count();
   return chunks_per_split <= SL::max_resident_chunks &&
          (resident_bytes <= SL::two_per_sm_bytes ||
-          (resident_bytes <= SL::max_smem_bytes && ctas <= (sms > 0 ? sms : 132)));
+          (resident_bytes <= SL::max_smem_bytes && ctas <= stream_slots(resident_bytes)));
 }
 
 //! The launch configuration of a streaming kernel: grid (splits, y, z), `threads` per CTA, `smem`
@@ -1478,8 +1490,7 @@ cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
       aligned_k ? stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2>
                 : stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2>;
   const int res2_bytes = res_bytes + SL::warps * St * SL::stage_bytes;
-  const int sms = ::quads::kernels::detail::sm_count();
-  if (ctas <= (sms > 0 ? sms : 132) && plan.chunks_per_split >= 8 &&
+  if (ctas <= stream_sms() && plan.chunks_per_split >= 8 &&
       stream_resident(plan.chunks_per_split, res2_bytes, ctas)) {
     if (const cudaError_t e = raise_stream_smem_limit<
             stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2>,

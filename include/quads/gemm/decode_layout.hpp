@@ -95,10 +95,13 @@ struct stream_layout {
   QUADS_API static constexpr int rac_col_capacity(int ntiles) noexcept {
     return ntiles == 2 ? rac_tile_tokens : rac_col_tokens;
   }
+  //! n8 token tiles of a tile of `rows` <= 16 tokens (a grouped m-tile keeps this count also
+  //! with RAC: 8-row RAC m-tiles take a residual buffer).
+  QUADS_API static constexpr int token_tiles(int rows) noexcept { return rows > 8 ? 2 : 1; }
   //! n8 token tiles of a dense streaming call of `M` <= 16 tokens: one while its tokens (and RAC
   //! residual columns) fit one tile, else two.
   QUADS_API static constexpr int dense_token_tiles(int M, bool rac) noexcept {
-    return M > (rac ? rac_col_capacity(1) : 8) ? 2 : 1;
+    return rac && M > rac_col_capacity(1) ? 2 : token_tiles(M);
   }
   static constexpr int chunk_k = decode_layout::chunk_k;
   static constexpr int slab_chunks = decode_layout::slab_chunks;

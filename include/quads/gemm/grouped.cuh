@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -103,28 +104,36 @@ __global__ void __launch_bounds__(128)
   epilogue_fragment_at<Epi, W>(ws, ws_r, max_rows, N, partials, ep, m, col);
 }
 
-//! Diagnostics: the environment variable QUADS_GROUPED_KERNEL = `persistent` or `streaming`
-//! replaces `grouped_kernel::automatic` (read once per process), so a whole test binary can be
-//! run on one path without code changes (A/B runs on the device).
+//! A diagnostic override read from the environment variable `name` once per process: `parse`
+//! maps its value (nullptr when unset) to the setting. Overrides change scheduling, never
+//! results, so a whole test or benchmark binary can be run on one path (A/B runs on the device);
+//! a set variable is reported once on stderr, so that it does not go unnoticed.
+template <class Parse>
+auto env_override(const char* name, Parse parse) {
+  static const auto value = [&] {  // one static per call site's lambda
+    const char* v = std::getenv(name);
+    if (v != nullptr) std::fprintf(stderr, "quads: diagnostic override %s=%s in effect\n", name, v);
+    return parse(v);
+  }();
+  return value;
+}
+
+//! `QUADS_GROUPED_KERNEL` = `persistent` or `streaming` replaces `grouped_kernel::automatic`.
 inline grouped_kernel grouped_kernel_from_env() {
-  static const grouped_kernel k = [] {
-    const char* v = std::getenv("QUADS_GROUPED_KERNEL");
+  return env_override("QUADS_GROUPED_KERNEL", [](const char* v) {
     if (v != nullptr && std::strcmp(v, "persistent") == 0) return grouped_kernel::persistent;
     if (v != nullptr && std::strcmp(v, "streaming") == 0) return grouped_kernel::streaming;
     return grouped_kernel::automatic;
-  }();
-  return k;
+  });
 }
 
-//! `QUADS_GROUPED_N_PER_CTA` (diagnostic override of `grouped_plan::n_tiles_per_cta` for plans
-//! that leave it 0, e.g. inside the MoE layer): n >= 1, or 0 when unset or not a number.
+//! `QUADS_GROUPED_N_PER_CTA` replaces `grouped_plan::n_tiles_per_cta` of plans that leave it 0
+//! (e.g. inside the MoE layer): n >= 1, or 0 when unset or not a number.
 inline int grouped_n_tiles_from_env() {
-  static const int n = [] {
-    const char* v = std::getenv("QUADS_GROUPED_N_PER_CTA");
+  return env_override("QUADS_GROUPED_N_PER_CTA", [](const char* v) {
     const int k = v != nullptr ? std::atoi(v) : 0;
     return k > 0 ? k : 0;
-  }();
-  return n;
+  });
 }
 
 } // namespace detail
@@ -209,7 +218,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       const bool aligned_k = K % decode_layout::chunk_k == 0;
       const int tile = plan.stream_tile_rows;
       // the n8 token tiles of an m-tile as a template parameter, as in decode_gemm
-      const int nt = tile > 8 ? 2 : 1;
+      const int nt = SL::token_tiles(tile);
       // RAC with m-tiles of at most 4 rows: residuals in the token tile's spare MMA columns, as
       // in decode_gemm (no residual buffer, no second MMA per step); 8 and 16 rows: a residual
       // buffer (the second tile for 8 rows, as decode_gemm does, measured 3-6 % slower in the
@@ -229,8 +238,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       // n-tiles per CTA (resident activations only: a CTA stages them once for all its n-tiles)
       int n_per = 1;
       if (p.resident) {
-        const long slots = static_cast<long>(::quads::kernels::detail::sm_count()) *
-                           (smem <= SL::two_per_sm_bytes ? 2 : 1);
+        const long slots = detail::stream_slots(smem);
         const int forced =
             plan.n_tiles_per_cta > 0 ? plan.n_tiles_per_cta : detail::grouped_n_tiles_from_env();
         n_per = forced > 0 ? forced : grouped_n_tiles_per_cta(ctas, slots);
@@ -244,7 +252,6 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       gs.experts = E;
       gs.table_offset = body;
       gs.n_per_cta = n_per;
-      gs.n_tiles = n128;
       auto launch = [&]<int FT, bool MultiN>() -> cudaError_t {
         using namespace detail;
         constexpr auto aligned_kernel =
