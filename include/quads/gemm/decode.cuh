@@ -752,6 +752,9 @@ struct stream_groups {
   //! 128-row n-tiles per CTA (>= 1; grid y = ceil(n_tiles / n_per_cta)): a CTA streams them one
   //! after the other with its activations staged once (resident activations only).
   int n_per_cta;
+  //! 128-row n-tiles of the weights, `ceil(p.N / 128)` (kept as a field: computing it in the
+  //! kernel changed every streaming instantiation's SASS, 2026-12-01, not measured on the H200)
+  int n_tiles;
 };
 
 //! The streaming mainloop + fused epilogue: CTA (split, n-tile, m-tile) of stream_layout; with
@@ -797,8 +800,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   // instantiation: the pass loop cost the one-tile kernels registers and 5-16 % of the MoE
   // layer's time on the H200, 2026-12-01 05:44 UTC)
   const int n_first = static_cast<int>(blockIdx.y) * (MultiN ? gs.n_per_cta : 1);
-  const int n_tiles = (p.N + SL::rows_per_cta - 1) / SL::rows_per_cta;
-  const int n_items = MultiN ? min(gs.n_per_cta, n_tiles - n_first) : 1;
+  const int n_items = MultiN ? min(gs.n_per_cta, gs.n_tiles - n_first) : 1;
   const int tile_rows = Grouped ? gs.sched.tile_rows : SL::tokens_per_cta;
   constexpr int nt = FixedTiles;  // n8 token tiles
   if constexpr (Grouped) {

@@ -252,6 +252,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       gs.experts = E;
       gs.table_offset = body;
       gs.n_per_cta = n_per;
+      gs.n_tiles = n128;
       auto launch = [&]<int FT, bool MultiN>() -> cudaError_t {
         using namespace detail;
         constexpr auto aligned_kernel =
