@@ -249,12 +249,18 @@ void register_gemm_suite() {
                          operand::rac_pair_own, operand::w4a4_tiled, operand::w4a4_tiled_pair,
                          operand::rac_tiled_pair_shared})
         register_decode(op, M, N, K, qg::reduction::deterministic);
-  // explicit split-K on the fastest weight form (the plan's choice is the default above)
+  // explicit split-K on the fastest weight form, plain and RAC (the plan's choice is the default
+  // above)
   for (const auto& [N, K] : decode_shapes)
     for (int M : {1, 16})
-      for (int sp : {1, 2, 4, 8})
-        register_decode(operand::w4a4_tiled_pair, M, N, K, qg::reduction::deterministic,
-                        sp == 1 ? "/splits1" : sp == 2 ? "/splits2" : sp == 4 ? "/splits4" : "/splits8", sp);
+      for (operand op : {operand::w4a4_tiled_pair, operand::rac_tiled_pair_shared})
+        for (int sp : {1, 2, 4, 8})
+          register_decode(op, M, N, K, qg::reduction::deterministic,
+                          sp == 1   ? "/splits1"
+                          : sp == 2 ? "/splits2"
+                          : sp == 4 ? "/splits4"
+                                    : "/splits8",
+                          sp);
   register_grouped(8, 8);
   register_grouped(126, 128);
 }
