@@ -753,7 +753,7 @@ struct stream_groups {
   //! after the other with its activations staged once (resident activations only).
   int n_per_cta;
   //! 128-row n-tiles of the weights, `ceil(p.N / 128)` (kept as a field: computing it in the
-  //! kernel changed every streaming instantiation's SASS, 2026-12-01, not measured on the H200)
+  //! kernel changed the `MultiN` kernels' SASS and spills, 2026-12-01, not measured on the H200)
   int n_tiles;
 };
 
