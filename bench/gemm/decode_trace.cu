@@ -7,7 +7,8 @@
 //!        warp, the two cluster barriers of the split-K reduction, epilogue done), runs one call
 //!        per shape after an L2 sweep, and prints per-phase times over the CTAs.
 //!
-//! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled | --rac | --grouped | --moe]
+//! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled | --rac | --rac-stages |
+//!                            --grouped | --moe]
 //! (exits 77 without a GPU). The numbers are of a single cold call with the stamps' own stores
 //! included; use quads_bench_gemm for timings.
 #define QUADS_DECODE_TRACE 1
@@ -329,6 +330,7 @@ int main(int argc, char** argv) {
   const bool variants = argc > 1 && std::strcmp(argv[1], "--variants") == 0;
   const bool tiled = argc > 1 && std::strcmp(argv[1], "--tiled") == 0;
   const bool rac = argc > 1 && std::strcmp(argv[1], "--rac") == 0;
+  const bool rac_stages = argc > 1 && std::strcmp(argv[1], "--rac-stages") == 0;
   const bool grouped = argc > 1 && std::strcmp(argv[1], "--grouped") == 0;
   const bool moe = argc > 1 && std::strcmp(argv[1], "--moe") == 0;
   const std::size_t flush_bytes = 512ull << 20;
@@ -380,6 +382,14 @@ int main(int argc, char** argv) {
         const auto base = qg::plan_decode(M, s[0], s[1], false, {}, 132);
         trace_shape<qg::chunk_tiled<quads::nvfp4>>(M, s[0], s[1], flush, flush_bytes / 16, sink,
                                                    2 * base.splits);
+      } else if (rac_stages) {  // RAC at M = 16 (slab mode): deeper rings for its 8-warp CTAs
+        using TP = qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>;
+        if (M != 16) continue;
+        trace_shape<TP>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+        trace_shape<TP, qg::stream_tuning<>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+        trace_shape<TP, qg::stream_tuning<4>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+        trace_shape<TP, qg::stream_tuning<6>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+        trace_shape<TP, qg::stream_tuning<8>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
       } else if (rac) {  // RAC (b) 50 %, shared residual scale, against plain W4A4
         using TP = qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>;
         trace_shape<TP>(M, s[0], s[1], flush, flush_bytes / 16, sink);

@@ -846,7 +846,9 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     const int n_cta = (n_first + item) * SL::rows_per_cta;
     const int n0 = n_cta + row_warp * SL::rows_per_warp;
     const bool warp_active = n0 < p.N;
-    const bool resident = p.resident;
+    // MultiN kernels run resident only (the launcher's rule): a compile-time true drops their
+    // slab path, which took their spills from up to 200 LDL/STL to at most 37 (sass_survey)
+    const bool resident = MultiN || p.resident;
     QUADS_DECODE_TRACE_MODE(resident);
     const int slab_len = resident ? p.chunks_per_split : SL::slab_chunks;  // chunks per buffer
     const int nslabs = resident ? 1 : (nchunks + SL::slab_chunks - 1) / SL::slab_chunks;
