@@ -97,13 +97,14 @@ TEST_CASE("token tiles and RAC residual columns: one rule for dense calls and gr
   CHECK(SL::rac_col_capacity(2) == 8);
 }
 
-TEST_CASE("grouped n-tiles per CTA: two only where that makes a grid of 1-2 waves one wave") {
+TEST_CASE("grouped n-tiles per CTA: two for grids of more than one wave") {
   CHECK(qg::grouped_n_tiles_per_cta(0, 264) == 1);
   CHECK(qg::grouped_n_tiles_per_cta(264, 264) == 1);  // one wave already
   CHECK(qg::grouped_n_tiles_per_cta(265, 264) == 2);
   CHECK(qg::grouped_n_tiles_per_cta(448, 264) == 2);  // DeepSeek-V3 down, T = 1
   CHECK(qg::grouped_n_tiles_per_cta(528, 264) == 2);
-  CHECK(qg::grouped_n_tiles_per_cta(529, 264) == 1);  // three waves either way: keep one
+  CHECK(qg::grouped_n_tiles_per_cta(529, 264) == 2);  // three waves -> two
+  CHECK(qg::grouped_n_tiles_per_cta(4096, 264) == 2);
 }
 
 } // TEST_SUITE

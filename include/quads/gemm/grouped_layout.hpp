@@ -102,15 +102,15 @@ constexpr int grouped_stream_tile_rows(int max_rows, int experts) noexcept {
 }
 
 //! n-tiles per CTA of a resident streaming launch of `ctas` CTAs (one n-tile each) on a GPU that
-//! holds `slots` of them at once: 2 when that turns a grid of more than one and at most two waves
-//! into one, else 1. The CTAs of a second wave each paid the whole prologue (offsets, activation
-//! staging, first ring fill: 4-6 us on the H200) after the first wave's; with two n-tiles a CTA
-//! stages once and its second n-tile starts with the ring fill alone (DeepSeek-V3 down GEMM,
-//! T = 1: 448 -> 224 CTAs). Larger grids keep one n-tile per CTA: there the two-tile kernel was
-//! faster alone but made the Qwen3-30B-A3B layer at T = 16 1-4 % slower (H200, 2026-12-01
-//! 06:26 UTC; docs/moe.md, "Thirteenth session").
+//! holds `slots` of them at once: 2 when the grid is more than one wave, else 1. A second-wave
+//! CTA pays the whole prologue again (offsets, activation staging, first ring fill: 4-6 us on
+//! the H200); with two n-tiles a CTA stages once and its second n-tile starts with the ring fill
+//! alone (DeepSeek-V3 down GEMM, T = 1: 448 -> 224 CTAs). One-wave grids keep one n-tile per CTA
+//! (fewer CTAs would leave SMs idle). Forced 1-6 n-tiles on the H200 (2026-12-02, docs/moe.md
+//! "Sixteenth session"): 2 was best or within 1-2 % of best at every decode size of both models
+//! with more than one wave; 3 and 4 lost at some sizes (Qwen3-30B-A3B T = 16: +6-11 %).
 constexpr int grouped_n_tiles_per_cta(long ctas, long slots) noexcept {
-  return ctas > slots && ctas <= 2 * slots ? 2 : 1;
+  return ctas > slots ? 2 : 1;
 }
 
 //! The plan for a grouped GEMM over `experts` weight matrices `[N, K]` and at most `max_rows`
