@@ -390,6 +390,13 @@ int main(int argc, char** argv) {
         trace_shape<TP, qg::stream_tuning<4>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
         trace_shape<TP, qg::stream_tuning<6>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
         trace_shape<TP, qg::stream_tuning<8>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+        // the smallest ring, and twice the plan's splits (more warps per SM), 2 and 3 stages
+        const int sp = qg::plan_decode(M, s[0], s[1], false, {}, 132).splits;
+        trace_shape<TP, qg::stream_tuning<2>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+        trace_shape<TP, qg::stream_tuning<2>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink,
+                                                    2 * sp);
+        trace_shape<TP, qg::stream_tuning<3>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink,
+                                                    2 * sp);
       } else if (rac) {  // RAC (b) 50 %, shared residual scale, against plain W4A4
         using TP = qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>;
         trace_shape<TP>(M, s[0], s[1], flush, flush_bytes / 16, sink);
