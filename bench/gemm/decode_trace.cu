@@ -382,21 +382,18 @@ int main(int argc, char** argv) {
         const auto base = qg::plan_decode(M, s[0], s[1], false, {}, 132);
         trace_shape<qg::chunk_tiled<quads::nvfp4>>(M, s[0], s[1], flush, flush_bytes / 16, sink,
                                                    2 * base.splits);
-      } else if (rac_stages) {  // RAC at M = 16 (slab mode): deeper rings for its 8-warp CTAs
+      } else if (rac_stages) {  // RAC at M = 16 (slab mode) against plain: ring depth, splits
         using TP = qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>;
         if (M != 16) continue;
-        trace_shape<TP>(M, s[0], s[1], flush, flush_bytes / 16, sink);
-        trace_shape<TP, qg::stream_tuning<>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
-        trace_shape<TP, qg::stream_tuning<4>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
-        trace_shape<TP, qg::stream_tuning<6>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
-        trace_shape<TP, qg::stream_tuning<8>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
-        // the smallest ring, and twice the plan's splits (more warps per SM), 2 and 3 stages
+        const auto rac_rings = [&]<int... S>(int splits) {
+          (trace_shape<TP, qg::stream_tuning<S>, true>(M, s[0], s[1], flush, flush_bytes / 16,
+                                                       sink, splits),
+           ...);
+        };
         const int sp = qg::plan_decode(M, s[0], s[1], false, {}, 132).splits;
-        trace_shape<TP, qg::stream_tuning<2>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink);
-        trace_shape<TP, qg::stream_tuning<2>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink,
-                                                    2 * sp);
-        trace_shape<TP, qg::stream_tuning<3>, true>(M, s[0], s[1], flush, flush_bytes / 16, sink,
-                                                    2 * sp);
+        trace_shape<TP>(M, s[0], s[1], flush, flush_bytes / 16, sink);
+        rac_rings.template operator()<3, 4, 6, 8, 2>(0);  // 0: the plan's splits
+        rac_rings.template operator()<2, 3>(2 * sp);      // more CTAs, more warps per SM
       } else if (rac) {  // RAC (b) 50 %, shared residual scale, against plain W4A4
         using TP = qg::chunk_tiled<qg::pair_coded<quads::nvfp4>>;
         trace_shape<TP>(M, s[0], s[1], flush, flush_bytes / 16, sink);
