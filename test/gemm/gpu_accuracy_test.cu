@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -83,9 +84,9 @@ template <class Lane, class Epi, class WF, class Act, class MakeArgs>
 void launch_and_check(int M, int N, int K, bool residual, const qg::fp4_weights<WF>& w,
                       const Act& a, MakeArgs make_args, const std::vector<double>& y_ref,
                       const qgr::accumulators& acc, const std::vector<double>& aabs,
-                      const std::string& what) {
+                      const std::string& what, std::initializer_list<int> split_list = {0, 3}) {
   for (const auto mode : {qg::reduction::deterministic, qg::reduction::atomic})
-    for (const int splits : {0, 3}) {
+    for (const int splits : split_list) {
       const auto plan = qg::plan_decode(M, N, K, residual, {splits, mode}, qt::device_sms());
       qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
       qt::dbuf<float> y(static_cast<std::size_t>(M) * N);
@@ -108,9 +109,10 @@ quads::reference::quantized_tensor<quads::nvfp4> upload_form(
 }
 
 template <class Lane, class WF = quads::nvfp4>
-void w4a4_nvfp4(const char* name) {
+void w4a4_nvfp4(const char* name, const std::vector<shape>& shapes = sweep(),
+                std::initializer_list<int> split_list = {0, 3}) {
   auto g = quads_test::rng(std::string("gemm.gpu.w4a4.") + name);
-  for (const shape s : sweep()) {
+  for (const shape s : shapes) {
     const auto wq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
     const auto aq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.M, s.K), s.M, s.K);
     const auto acc = qgr::w4a4(aq, wq);
@@ -127,7 +129,7 @@ void w4a4_nvfp4(const char* name) {
                                       qg::fp4_weights<WF>{dw.data.ptr, dw.scales.ptr},
                                       qg::fp4_activations<quads::nvfp4>{da.data.ptr, da.scales.ptr},
                                       args, y_ref, acc, alpha_abs(acc, host_alpha),
-                                      std::string("w4a4 ") + name);
+                                      std::string("w4a4 ") + name, split_list);
   }
 }
 
@@ -135,13 +137,15 @@ void w4a4_nvfp4(const char* name) {
 
 namespace {
 
+//! `shapes` / `split_list`: the sweep at the plan's and 3 splits by default.
 template <class Lane, class WF>
-void rac_cases(const char* name) {
+void rac_cases(const char* name, const std::vector<shape>& shapes = sweep(),
+               std::initializer_list<int> split_list = {0, 3}) {
   auto g = quads_test::rng(std::string("gemm.gpu.rac.") + name);
   for (const auto mode : {quads::compensation::residual_scale::shared,
                           quads::compensation::residual_scale::own}) {
     const bool own = mode == quads::compensation::residual_scale::own;
-    for (const shape s : sweep()) {
+    for (const shape s : shapes) {
       const auto wq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
       const auto rac = qt::make_rac(qt::random_matrix(g, s.M, s.K), s.M, s.K, 2, 0, mode);  // ~50 %
       const auto acc = qgr::w4a4_rac(rac.act, wq, rac.sel);
@@ -164,11 +168,11 @@ void rac_cases(const char* name) {
       if (own) {
         auto args = [&](float* y) { return epi_rac::arguments{dx, dr, {y, s.N}}; };
         launch_and_check<Lane, epi_rac>(s.M, s.N, s.K, true, w, a, args, y_ref, acc, aabs,
-                                                 std::string("rac own ") + name);
+                                        std::string("rac own ") + name, split_list);
       } else {
         auto args = [&](float* y) { return epi_alpha::arguments{dx, {y, s.N}}; };
-        launch_and_check<Lane, epi_alpha>(s.M, s.N, s.K, false, w, a, args, y_ref, acc,
-                                                   aabs, std::string("rac shared ") + name);
+        launch_and_check<Lane, epi_alpha>(s.M, s.N, s.K, false, w, a, args, y_ref, acc, aabs,
+                                          std::string("rac shared ") + name, split_list);
       }
     }
   }
@@ -231,6 +235,30 @@ TEST_CASE("sm90: emulated W4A4 MXFP4 (bf16 lanes) matches the float64 reference"
 
 TEST_CASE("sm90: W4A4 + RAC composition (b), shared and own residual scales, matches the reference") {
   rac_cases<qg::bf16_lane, quads::nvfp4>("bf16");
+}
+
+// With one split over a long K the activations cannot stay resident (over 64 chunks, or over the
+// 226 KB a CTA may have), so the kernel streams them in slabs: 8-chunk slabs with one n8 token
+// tile (M <= 4 with RAC's residual columns), 4-chunk slabs with a residual buffer (RAC, M > 8)
+// and its refills and chunk flags. The sweep's shapes never reach that path.
+TEST_CASE("sm90: W4A4 + RAC (b) in slab mode (long K, one split) matches the reference") {
+  using SL = qg::stream_layout;
+  const std::vector<shape> slab = {
+      {16, 144, 4096}, {12, 48, 4112}, {9, 144, 9232}, {3, 144, 9232}, {1, 48, 9232}};
+  for (const shape s : slab) {  // the case is only worth its time on the slab path
+    const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {1});
+    const int nt = SL::dense_token_tiles(s.M, true);
+    const bool buffer = s.M > SL::rac_col_capacity(nt);
+    CHECK_MESSAGE((plan.chunks_per_split > SL::max_resident_chunks ||
+                   SL::resident_bytes(nt, buffer, plan.chunks_per_split) > SL::max_smem_bytes),
+                  "M=" << s.M << " K=" << s.K << " would stay resident");
+  }
+  rac_cases<qg::bf16_lane, quads::nvfp4>("slab-bf16", slab, {1});
+  rac_cases<qg::fp16_lane, qg::pair_coded<quads::nvfp4>>("slab-pair-coded", slab, {1});
+  // plain W4A4 with one token tile (M <= 8) and with two
+  const std::vector<shape> plain = {{5, 144, 9232}, {1, 48, 9232}, {13, 48, 9232}};
+  w4a4_nvfp4<qg::bf16_lane>("slab-bf16", plain, {1});
+  w4a4_nvfp4<qg::fp16_lane, qg::pair_coded<quads::nvfp4>>("slab-pair-coded", plain, {1});
 }
 
 TEST_CASE("sm90: emulated W4A4 with pair-coded NVFP4 weights (fp16 lanes) matches the float64 reference") {
