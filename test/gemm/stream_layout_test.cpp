@@ -59,8 +59,13 @@ TEST_CASE("the C tile written per warp fits the warp's drained ring and the smem
   // 4096x14336 (4 splits, 28 chunks) is resident at one CTA per SM
   CHECK(SL::resident_bytes(2, false, 28) <= SL::max_smem_bytes);
   CHECK(SL::resident_bytes(2, false, 28) > SL::two_per_sm_bytes);
-  // slab mode always fits two per SM
-  CHECK(SL::smem_bytes(2, false) <= SL::two_per_sm_bytes);
+  // slab mode always fits two per SM, with a RAC residual buffer too (8-chunk slabs with one
+  // token tile, 4-chunk slabs with two)
+  CHECK(SL::slab_chunks(1) == 8);
+  CHECK(SL::slab_chunks(2) == 4);
+  for (const int nt : {1, 2})
+    for (const bool rac : {false, true})
+      CHECK(SL::smem_bytes(nt, rac) <= SL::two_per_sm_bytes);
 }
 
 TEST_CASE("plan_decode picks small clusters and one wave for the decode shapes") {

@@ -762,7 +762,7 @@ struct stream_groups {
 //! (every chunk whole, 16-byte code and 4-byte scale copies); `S` ring stages per warp.
 //! `p.resident`: the activations of the CTA's whole K range are staged once (one barrier), so the
 //! warps stream their weights without meeting again until the epilogue; otherwise slabs of
-//! `slab_chunks` chunks in two alternating buffers (one barrier per slab).
+//! `stream_layout::slab_chunks(nt)` chunks in two alternating buffers (one barrier per slab).
 //! `KGroups` = 2 (resident activations only): the CTA holds two groups of 8 warps on the same 128
 //! rows, each streaming half of the CTA's chunks, summed with the split partials in source order
 //! (split-major, then group): 16 warps per SM for grids of at most one CTA per SM.
@@ -850,8 +850,9 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     // slab path, which took their spills from up to 200 LDL/STL to at most 37 (sass_survey)
     const bool resident = MultiN || p.resident;
     QUADS_DECODE_TRACE_MODE(resident);
-    const int slab_len = resident ? p.chunks_per_split : SL::slab_chunks;  // chunks per buffer
-    const int nslabs = resident ? 1 : (nchunks + SL::slab_chunks - 1) / SL::slab_chunks;
+    constexpr int SC = SL::slab_chunks(nt);  // chunks per slab (slab mode)
+    const int slab_len = resident ? p.chunks_per_split : SC;  // chunks per buffer
+    const int nslabs = resident ? 1 : (nchunks + SC - 1) / SC;
 
     const int chunk_slots = nt * DL::words_per_lane * 32;  // 16-byte slots of one chunk
     const int buf_slots = slab_len * chunk_slots;
@@ -982,15 +983,16 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
 #pragma unroll
     for (int i = 0; i < S - 1; ++i) issue(i, i);
 
-    // Slab refills (KGroups == 1): thread tid stages slab chunk tid % 4, octet tid / 4 % 16 of
-    // tokens tid / 64 + 4 u (u < batch). A decode call's single token is then one unit for each of
-    // 64 threads in 2 warps; with 16 threads per token (tid / 16) it was 4 serial units of half of
-    // warp 0, which every other warp waited for at the slab barrier.
-    constexpr int rf_units = SL::slab_chunks * 16;  // units of one token per slab
+    // Slab refills (KGroups == 1): thread tid stages slab chunk tid % SC, octet tid / SC % 16 of
+    // tokens tid / (16 SC) + rf_step u (u < batch). A decode call's single token is then one unit
+    // for each of 16 SC threads; with 16 threads per token (tid / 16) it was 4 serial units of half
+    // of warp 0, which every other warp waited for at the slab barrier.
+    constexpr int batch = 4;  // units in flight per thread while staging
+    constexpr int rf_units = SC * 16;  // units of one token per slab
     constexpr int rf_step = SL::threads / rf_units; // tokens staged side by side
-    static_assert(SL::threads % rf_units == 0 && rf_step * SL::slab_chunks >= SL::tokens_per_cta,
+    static_assert(SL::threads % rf_units == 0 && rf_step * batch >= 8 * nt,
                   "quads: the slab refill map must cover every token slot");
-    const int rf_c = tid % SL::slab_chunks, rf_o = tid / SL::slab_chunks % 16,
+    const int rf_c = tid % SC, rf_o = tid / SC % 16,
               rf_n0 = tid / rf_units;
     // token rf_n0 + rf_step u of the slab at `first`
     auto stage_refill_load = [&](int u, int first) {
@@ -1019,18 +1021,17 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
           if (i < cta_chunks)
             for (int b = 0; b < DL::chunk_k / T::block_size; ++b)
               if (kb0 + b < nkb && __ldg(slot_table + kb0 + b) >= 0) any = 1;
-          res_flag[resident ? i : i % (2 * SL::slab_chunks)] = any;
+          res_flag[resident ? i : i % (2 * SC)] = any;
         }
       }
     };
-    constexpr int batch = SL::slab_chunks;  // units in flight per thread while staging
     staged_unit<Act> pre[batch];
     if (item == 0) {
       // The first fill (the whole K range when resident) spreads its pieces over all threads,
       // token-major, so that only the real tokens' pieces issue loads and every thread keeps a
       // batch of them in flight: with one token per 16 threads and one chunk per batch it took
       // 6-9 us (several dependent DRAM round trips) before the first MMA (H200 trace, 04:22 UTC).
-      const int first_len = resident ? cta_chunks : min(SL::slab_chunks, cta_chunks);
+      const int first_len = resident ? cta_chunks : min(SC, cta_chunks);
       residual_flags(0, first_len);
       using FP = stage_piece<Lane, Act>;
       constexpr int pieces_per_chunk = 16 / FP::octets;
@@ -1073,12 +1074,12 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       if (next) {
 #pragma unroll
         for (int u = 0; u < batch; ++u)
-          pre[u] = stage_refill_load(u, (s + 1) * SL::slab_chunks);
+          pre[u] = stage_refill_load(u, (s + 1) * SC);
       }
       const uint4* a_buf = act + buf * buf_slots;
       const uint4* r_buf = res + buf * buf_slots;
-      const int c_first = resident ? 0 : s * SL::slab_chunks;
-      const int c_end = resident ? nchunks : min(SL::slab_chunks, nchunks - c_first);
+      const int c_first = resident ? 0 : s * SC;
+      const int c_end = resident ? nchunks : min(SC, nchunks - c_first);
       // resident: act chunk group_off + i (group_off = 0 with one k-group, as in slab mode)
       const int a_first = resident ? group_off : 0;
       const uint4* a_chunks = a_buf + a_first * chunk_slots;
@@ -1104,7 +1105,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
         bool any_residual = false;
         if constexpr (T::rac)
           any_residual = !rac_cols &&
-                         res_flag[resident ? group_off + i : i % (2 * SL::slab_chunks)] != 0;
+                         res_flag[resident ? group_off + i : i % (2 * SC)] != 0;
         const uint4* a_chunk = a_chunks + cl * chunk_slots;
         const uint4* r_chunk = r_chunks + cl * chunk_slots;
 #pragma unroll
@@ -1144,8 +1145,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
         }
       }
       if (next) {
-        const int first = (s + 1) * SL::slab_chunks;
-        residual_flags(first, min(SL::slab_chunks, nchunks - first));
+        const int first = (s + 1) * SC;
+        residual_flags(first, min(SC, nchunks - first));
 #pragma unroll
         for (int u = 0; u < batch; ++u)
           stage_refill_store(pre[u], u, buf ^ 1);

@@ -73,7 +73,7 @@ struct decode_layout {
 //! Compile-time tiling of the dense decode kernel (`decode_gemm`, the "streaming" mainloop):
 //! the fragment maps of `decode_layout` (word_k, act_slot, stage_slot), but 8 warps (128 weight
 //! rows) per CTA, each warp streaming its 16 rows through a private `stages`-deep cp.async ring
-//! in shared memory (no CTA barrier per chunk), activations staged per slab of `slab_chunks`
+//! in shared memory (no CTA barrier per chunk), activations staged per slab of `slab_chunks(nt)`
 //! chunks in two alternating buffers (one barrier per slab), and split-K across the CTAs of a
 //! thread-block cluster (at most `max_splits`), reduced through distributed shared memory in
 //! split order, followed by the epilogue in the same kernel.
@@ -104,7 +104,10 @@ struct stream_layout {
     return rac && M > rac_col_capacity(1) ? 2 : token_tiles(M);
   }
   static constexpr int chunk_k = decode_layout::chunk_k;
-  static constexpr int slab_chunks = decode_layout::slab_chunks;
+  //! Chunks per activation slab in slab mode with `ntiles` n8 token tiles: 8 with one tile (the
+  //! two buffers take 32 KB, one CTA barrier per 8 chunks), 4 with two (16 KB each, twice that
+  //! with a RAC residual buffer, so that two CTAs fit an SM).
+  QUADS_API static constexpr int slab_chunks(int ntiles) noexcept { return ntiles == 1 ? 8 : 4; }
   static constexpr int stages = 3;  // ring3 beat 4 and 5 (and 6) in the 23:58 UTC H200 bench
   static constexpr int max_splits = 8;          //!< portable cluster size
   static constexpr int default_max_splits = 4;  //!< plan_decode's cap (clusters pack into GPCs)
@@ -120,7 +123,7 @@ struct stream_layout {
   static constexpr int ring_bytes = warps * stages * stage_bytes;
   //! Bytes of one activation slab buffer with `ntiles` n8 tiles.
   QUADS_API static constexpr int slab_bytes(int ntiles) noexcept {
-    return slab_chunks * ntiles * decode_layout::words_per_lane * 32 * 16;
+    return slab_chunks(ntiles) * ntiles * decode_layout::words_per_lane * 32 * 16;
   }
   //! Dynamic shared memory of one CTA: two slab buffers (twice with RAC) and the rings.
   QUADS_API static constexpr int smem_bytes(int ntiles, bool rac, int ring_stages = stages) noexcept {
