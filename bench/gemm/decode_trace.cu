@@ -8,7 +8,10 @@
 //!        per shape after an L2 sweep, and prints per-phase times over the CTAs.
 //!
 //! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled | --rac | --rac-stages |
-//!                            --grouped | --moe]
+//!                            --grouped | --moe | --mma-rate]
+//! `--mma-rate` measures the SM's `mma.sync.m16n8k16` (fp16 / bf16, fp32 accumulation) issue
+//! rate with independent accumulators at 4-32 warps per SM: the tensor-pipe time a chunk's MMAs
+//! need at least (the RAC residual doubles them at 16 tokens).
 //! (exits 77 without a GPU). The numbers are of a single cold call with the stamps' own stores
 //! included; use quads_bench_gemm for timings.
 #define QUADS_DECODE_TRACE 1
@@ -317,6 +320,44 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
     CHECK(cudaFree(q));
 }
 
+//! `iters` x 8 independent `mma.sync.m16n8k16` per warp (8 accumulator sets, so no MMA waits on
+//! the previous one); the operands are register values the compiler cannot fold.
+template <class Lane>
+__global__ void mma_rate_kernel(int iters, float* sink) {
+  const std::uint32_t a = threadIdx.x * 0x00010001u, b = 0x3c003c00u ^ threadIdx.x;
+  float d[8][4] = {};
+  for (int i = 0; i < iters; ++i)
+#pragma unroll
+    for (int c = 0; c < 8; ++c) qg::detail::mma_16816<Lane>(d[c], a, a + i, a ^ i, a, b, b + i);
+  float s = 0;
+#pragma unroll
+  for (int c = 0; c < 8; ++c) s += d[c][0] + d[c][1] + d[c][2] + d[c][3];
+  if (s == 1.2345f) *sink = s;
+}
+
+//! MMAs per SM per us at `warps` warps per SM (one CTA of `warps` warps per SM).
+template <class Lane>
+void mma_rate(int warps, int sms, float* sink) {
+  const int iters = 4096;
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  mma_rate_kernel<Lane><<<sms, 32 * warps>>>(iters, sink);  // warm-up
+  CHECK(cudaEventRecord(e0));
+  mma_rate_kernel<Lane><<<sms, 32 * warps>>>(iters, sink);
+  CHECK(cudaEventRecord(e1));
+  CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  const double per_sm_us = 8.0 * iters * warps / (ms * 1e3);
+  std::printf("mma.sync m16n8k16 %s, %2d warps per SM: %.1f us, %.0f MMAs per SM per us "
+              "(%.1f TFLOP/s over %d SMs)\n",
+              std::is_same_v<Lane, qg::bf16_lane> ? "bf16" : "fp16", warps, ms * 1e3, per_sm_us,
+              per_sm_us * sms * 4096.0 * 1e-6, sms);
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -333,6 +374,17 @@ int main(int argc, char** argv) {
   const bool rac_stages = argc > 1 && std::strcmp(argv[1], "--rac-stages") == 0;
   const bool grouped = argc > 1 && std::strcmp(argv[1], "--grouped") == 0;
   const bool moe = argc > 1 && std::strcmp(argv[1], "--moe") == 0;
+  if (argc > 1 && std::strcmp(argv[1], "--mma-rate") == 0) {
+    float* sink;
+    CHECK(cudaMalloc(&sink, 4));
+    const int sms = quads::kernels::detail::sm_count();
+    for (const int w : {4, 8, 16, 32}) {
+      mma_rate<qg::fp16_lane>(w, sms, sink);
+      mma_rate<qg::bf16_lane>(w, sms, sink);
+    }
+    CHECK(cudaFree(sink));
+    return 0;
+  }
   const std::size_t flush_bytes = 512ull << 20;
   uint4* flush;
   unsigned* sink;

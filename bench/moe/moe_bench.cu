@@ -358,7 +358,7 @@ void register_moe() {
       });
     }
     // split-K sweep of both GEMMs at decode sizes (graph timing)
-    for (int T : {1, 16, 64})
+    for (int T : {1, 4, 16, 64})
       for (int sp : {1, 2, 4, 8, 16}) {
         auto reg = [&](const char* pol, auto fn) {
           const std::string name = std::string("moe_splits/") + m.name + "/" + pol +
@@ -378,6 +378,10 @@ void register_moe() {
         // the down GEMM alone split (gate_up planned as usual), tiled pair-coded weights
         reg("quads_rac50_tiled_down", [](benchmark::State& st, const model& mm, int t, int spl) {
           run_layer_bench<qm::layer_policy::quads_rac>(st, mm, t, {{}, {spl}}, false, true);
+        });
+        // the gate_up GEMM alone split (down planned as usual), tiled pair-coded weights
+        reg("quads_rac50_tiled_gu", [](benchmark::State& st, const model& mm, int t, int spl) {
+          run_layer_bench<qm::layer_policy::quads_rac>(st, mm, t, {{spl}, {}}, false, true);
         });
       }
   }
