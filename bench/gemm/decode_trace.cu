@@ -13,7 +13,8 @@
 //! rate with independent accumulators at 4-32 warps per SM: the tensor-pipe time a chunk's MMAs
 //! need at least (the RAC residual doubles them at 16 tokens).
 //! (exits 77 without a GPU). The numbers are of a single cold call with the stamps' own stores
-//! included; use quads_bench_gemm for timings.
+//! included; use quads_bench_gemm for timings. Grouped calls whose CTAs stream several n-tiles
+//! ("CTAs ran" below the one-n-tile grid) report each CTA's first n-tile: entry to its epilogue.
 #define QUADS_DECODE_TRACE 1
 
 #include <quads/gemm/decode.cuh>

@@ -526,6 +526,8 @@ QUADS_DEVICE_API void cp_async_wait() {
 #if defined(QUADS_DECODE_TRACE)
 //! Diagnostic only (bench/gemm/decode_trace.cu defines QUADS_DECODE_TRACE): lane 0 of a warp
 //! stores %globaltimer (ns) at `point` and clock64 at `point + 16` into the CTA's 32 slots.
+//! A CTA that streams several n-tiles (`MultiN`) stamps the phases of its first one only (the
+//! later passes used to overwrite them, so "prologue" spanned the whole first pass).
 static __device__ unsigned long long* decode_trace_buffer;
 //! The CTA's 32 trace slots.
 QUADS_DEVICE_API unsigned long long* decode_trace_slots() {
@@ -1066,7 +1068,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     issue(S - 1, S - 1);
     int stage = 0;  // i % S of the chunk the loop works on
     __syncthreads();
-    QUADS_DECODE_TRACE_POINT(1, warp == 0);
+    QUADS_DECODE_TRACE_POINT(1, warp == 0 && item == 0);
 
     for (int s = 0; s < nslabs; ++s) {
       const int buf = resident ? 0 : (s & 1);
@@ -1160,7 +1162,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     // (deterministic) and runs the epilogue. Remote stores do not wait for a reply, so this costs
     // two cluster barriers and local loads (the pull form it replaces read every partial back from
     // remote shared memory, which cost 2-80 us at 4-8 splits on the H200, 02:27 UTC run).
-    QUADS_DECODE_TRACE_POINT(2 + row_warp, kg == 0);
+    QUADS_DECODE_TRACE_POINT(2 + row_warp, kg == 0 && item == 0);
     cp_async_wait<0>();
     if constexpr (DualAcc)
 #pragma unroll
@@ -1184,7 +1186,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     };
     if (splits > 1) cg::this_cluster().sync();  // every CTA's rings drained and free
     else __syncthreads();
-    QUADS_DECODE_TRACE_POINT(10, warp == 0);
+    QUADS_DECODE_TRACE_POINT(10, warp == 0 && item == 0);
     if (warp_active) {
 #pragma unroll
       for (int j = 0; j < 2; ++j)
@@ -1207,7 +1209,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     }
     if (splits > 1) cg::this_cluster().sync();  // every partial has arrived
     else __syncthreads();
-    QUADS_DECODE_TRACE_POINT(11, warp == 0);
+    QUADS_DECODE_TRACE_POINT(11, warp == 0 && item == 0);
 
     for (int lf = tid; lf < lf_count; lf += NT) {
       const int f = lf * splits + split;
@@ -1250,7 +1252,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       }
       (void)epilogue::apply_node<Epi>(fr, ep);
     }
-    QUADS_DECODE_TRACE_POINT(12, warp == 0);
+    QUADS_DECODE_TRACE_POINT(12, warp == 0 && item == 0);
     if (item + 1 < n_items) __syncthreads();  // the receive area (rings) read before refilling
   }
 }
