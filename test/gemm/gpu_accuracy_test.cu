@@ -20,7 +20,6 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -58,6 +57,9 @@ std::vector<shape> sweep() {
   return s;
 }
 
+//! The split counts of the sweep's cases: the plan's (0) and 3.
+const std::vector<int> sweep_splits = {0, 3};
+
 //! |alpha(m, n)| for the tolerance.
 std::vector<double> alpha_abs(const qgr::accumulators& acc, const qe::alpha_source& a,
                               const qe::alpha_source* r = nullptr) {
@@ -84,7 +86,7 @@ template <class Lane, class Epi, class WF, class Act, class MakeArgs>
 void launch_and_check(int M, int N, int K, bool residual, const qg::fp4_weights<WF>& w,
                       const Act& a, MakeArgs make_args, const std::vector<double>& y_ref,
                       const qgr::accumulators& acc, const std::vector<double>& aabs,
-                      const std::string& what, std::initializer_list<int> split_list = {0, 3}) {
+                      const std::string& what, const std::vector<int>& split_list = sweep_splits) {
   for (const auto mode : {qg::reduction::deterministic, qg::reduction::atomic})
     for (const int splits : split_list) {
       const auto plan = qg::plan_decode(M, N, K, residual, {splits, mode}, qt::device_sms());
@@ -110,7 +112,7 @@ quads::reference::quantized_tensor<quads::nvfp4> upload_form(
 
 template <class Lane, class WF = quads::nvfp4>
 void w4a4_nvfp4(const char* name, const std::vector<shape>& shapes = sweep(),
-                std::initializer_list<int> split_list = {0, 3}) {
+                const std::vector<int>& split_list = sweep_splits) {
   auto g = quads_test::rng(std::string("gemm.gpu.w4a4.") + name);
   for (const shape s : shapes) {
     const auto wq = qt::quantize<quads::nvfp4>(qt::random_matrix(g, s.N, s.K), s.N, s.K);
@@ -137,10 +139,9 @@ void w4a4_nvfp4(const char* name, const std::vector<shape>& shapes = sweep(),
 
 namespace {
 
-//! `shapes` / `split_list`: the sweep at the plan's and 3 splits by default.
 template <class Lane, class WF>
 void rac_cases(const char* name, const std::vector<shape>& shapes = sweep(),
-               std::initializer_list<int> split_list = {0, 3}) {
+               const std::vector<int>& split_list = sweep_splits) {
   auto g = quads_test::rng(std::string("gemm.gpu.rac.") + name);
   for (const auto mode : {quads::compensation::residual_scale::shared,
                           quads::compensation::residual_scale::own}) {
@@ -245,12 +246,16 @@ TEST_CASE("sm90: W4A4 + RAC (b) in slab mode (long K, one split) matches the ref
   using SL = qg::stream_layout;
   const std::vector<shape> slab = {
       {16, 144, 4096}, {12, 48, 4112}, {9, 144, 9232}, {3, 144, 9232}, {1, 48, 9232}};
-  for (const shape s : slab) {  // the case is only worth its time on the slab path
+  for (const shape s : slab) {  // the case is only worth its time on the slab path: the
+    // launcher's own rule (the grid at most one wave, so the largest resident footprint allowed)
     const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {1});
     const int nt = SL::dense_token_tiles(s.M, true);
-    const bool buffer = s.M > SL::rac_col_capacity(nt);
-    CHECK_MESSAGE((plan.chunks_per_split > SL::max_resident_chunks ||
-                   SL::resident_bytes(nt, buffer, plan.chunks_per_split) > SL::max_smem_bytes),
+    const int res_bytes =
+        SL::resident_bytes(nt, s.M > SL::rac_col_capacity(nt), plan.chunks_per_split);
+    const long ctas = static_cast<long>(plan.splits) *
+                      ((s.N + SL::rows_per_cta - 1) / SL::rows_per_cta) *
+                      ((s.M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
+    CHECK_MESSAGE(!qg::detail::stream_resident(plan.chunks_per_split, res_bytes, ctas),
                   "M=" << s.M << " K=" << s.K << " would stay resident");
   }
   rac_cases<qg::bf16_lane, quads::nvfp4>("slab-bf16", slab, {1});
