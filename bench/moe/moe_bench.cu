@@ -302,6 +302,70 @@ void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_t
   state.counters["T"] = T;
 }
 
+//! Routing alone (`moe_route/...`): one graph launch of `qm::route` after an L2 flush, CUDA
+//! events, median; `us_hot`: back-to-back launches without the flush. Softmax top-k with
+//! renormalisation at the model's E and k, the layer's logits.
+void run_route_bench(benchmark::State& state, const model& m, int T) {
+  const auto& s = m.shape;
+  const qm::routing_config rc{s.experts, s.top_k, qm::scoring::softmax, true, 1.0f};
+  const auto plan = qm::plan_routing(T, rc);
+  const std::vector<float> logits = make_logits(T, s.experts, 7 + T);
+  const std::size_t n = static_cast<std::size_t>(plan.pairs);
+  qb::device_buffer lg(logits.size() * 4), ws(plan.workspace_bytes + 256), te(4 * n), tw(4 * n),
+      off(4 * (static_cast<std::size_t>(s.experts) + 1)), rop(4 * n), por(4 * n), eor(4 * n),
+      wor(4 * n);
+  for (auto* b : {&lg, &ws, &te, &tw, &off, &rop, &por, &eor, &wor})
+    QUADS_BENCH_TRY(state, b->error());
+  QUADS_BENCH_TRY(state,
+                  cudaMemcpy(lg.get(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice));
+  const qm::routing_view v{te.get<int>(),  tw.get<float>(), off.get<int>(),  rop.get<int>(),
+                           por.get<int>(), eor.get<int>(),  wor.get<float>()};
+  cudaStream_t st = qb::stream();
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  QUADS_BENCH_TRY(state, cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  const cudaError_t re = qm::route(plan, lg.get<float>(), v, ws.get(), st);
+  QUADS_BENCH_TRY(state, cudaStreamEndCapture(st, &graph));
+  QUADS_BENCH_TRY(state, re);
+  QUADS_BENCH_TRY(state, cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<double> us, hot;
+  for (auto _ : state) {
+    QUADS_BENCH_TRY(state, qb::flush_l2(st));
+    cudaEventRecord(a, st);
+    QUADS_BENCH_TRY(state, cudaGraphLaunch(exec, st));
+    cudaEventRecord(b, st);
+    QUADS_BENCH_TRY(state, cudaEventSynchronize(b));
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    us.push_back(1e3 * ms);
+    state.SetIterationTime(ms * 1e-3);
+  }
+  for (int r = 0; r < 5; ++r) {
+    cudaEventRecord(a, st);
+    for (int i = 0; i < 20; ++i)
+      cudaGraphLaunch(exec, st);
+    cudaEventRecord(b, st);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    hot.push_back(1e3 * ms / 20);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  QUADS_BENCH_TRY(state, cudaGetLastError());
+  std::sort(us.begin(), us.end());
+  std::sort(hot.begin(), hot.end());
+  state.counters["us"] = us[us.size() / 2];
+  state.counters["us_hot"] = hot[hot.size() / 2];
+  state.counters["fused"] = plan.fused ? 1 : 0;
+  state.counters["T"] = T;
+}
+
 void register_moe() {
   static const model models[] = {{"qwen3_30b_a3b", {128, 8, 2048, 768}},
                                  {"deepseek_v3", {256, 8, 7168, 2048}}};
@@ -334,6 +398,14 @@ void register_moe() {
         run_layer_bench<qm::layer_policy::w4a16>(st, mm, t);
       });
     }
+    // routing alone (graph timing)
+    for (int T : {1, 4, 8, 9, 16, 32, 64, 256})
+      benchmark::RegisterBenchmark(
+          (std::string("moe_route/") + m.name + "/T:" + std::to_string(T)).c_str(),
+          [=](benchmark::State& st) { run_route_bench(st, m, T); })
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond)
+          ->Iterations(40);
     // stage breakdown (stream launches, events between the stages)
     for (int T : {1, 16, 64, 256}) {
       auto reg = [&](const char* pol, auto fn) {

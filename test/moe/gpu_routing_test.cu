@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace qm = quads::moe;
@@ -94,24 +95,27 @@ TEST_SUITE("moe.routing.gpu") {
     const float nan_v = std::numeric_limits<float>::quiet_NaN();
     const float inf = std::numeric_limits<float>::infinity();
     auto g = quads_test::rng("moe.gpu.routing.adv");
-    for (int T : {1, 5, 16, 300}) {  // 1, 5: the whole-CTA top-k of the decode path
-      const int E = 64;
-      std::vector<float> l(static_cast<std::size_t>(T) * E);
-      for (int t = 0; t < T; ++t)
-        for (int e = 0; e < E; ++e) {
-          float v = static_cast<float>(static_cast<int>(g() % 5)) * 0.5f; // many exact ties
-          const int kind = static_cast<int>(g() % 23);
-          if (kind == 0) v = nan_v;
-          if (kind == 1) v = -inf;
-          if (kind == 2) v = -0.0f;
-          if (kind == 3 && t % 5 == 0) v = inf;
-          if (t % 7 == 3) v = 1.0f;                  // a row of equal logits
-          if (t % 11 == 5) v = e % 2 ? -inf : nan_v; // only -inf and NaN: uniform softmax
-          l[static_cast<std::size_t>(t) * E + e] = v;
-        }
-      for (auto score : {qm::scoring::softmax, qm::scoring::sigmoid})
-        check_device_routing(l, T, {E, 6, score, true, 1.0f});
-    }
+    // E = 64, 256, 1000: the 4, 8 and 32 keys per lane of the warp top-k (1024- and 256-thread
+    // forms of the decode kernel); T = 300: the multi-CTA top-k kernel
+    for (const auto& [E, k] : {std::pair{64, 6}, std::pair{256, 8}, std::pair{1000, 32}})
+      for (int T : {1, 5, 16, 300}) {
+        std::vector<float> l(static_cast<std::size_t>(T) * E);
+        for (int t = 0; t < T; ++t)
+          for (int e = 0; e < E; ++e) {
+            float v = static_cast<float>(static_cast<int>(g() % 5)) * 0.5f; // many exact ties
+            const int kind = static_cast<int>(g() % 23);
+            if (kind == 0) v = nan_v;
+            if (kind == 1) v = -inf;
+            if (kind == 2) v = -0.0f;
+            if (kind == 3 && t % 5 == 0) v = inf;
+            if (t % 7 == 3) v = 1.0f;                  // a row of equal logits
+            if (t % 11 == 5) v = e % 2 ? -inf : nan_v; // only -inf and NaN: uniform softmax
+            if (t % 13 == 4) v = nan_v;                // only NaN: NaN keys win, by index
+            l[static_cast<std::size_t>(t) * E + e] = v;
+          }
+        for (auto score : {qm::scoring::softmax, qm::scoring::sigmoid})
+          check_device_routing(l, T, {E, k, score, true, 1.0f});
+      }
     // boundary of the single-CTA path: T * k = 2048 and 2049 pairs
     std::normal_distribution<float> nd;
     for (int T : {256, 2049}) {

@@ -11,16 +11,15 @@
 //!   quads::moe::route(plan, logits, view, workspace, stream);
 //! @endcode
 //! Paths (chosen on the host from `tokens`, so a captured graph keeps its path):
-//! - fused decode path, `tokens <= fused_max_tokens` and `tokens * k <= 2048`: ONE kernel, one
-//!   CTA of 256 threads: a warp per token computes the top-k (warp-order softmax sum, k rounds of
-//!   a 64-bit key arg-max), or, up to `small_route_cta_topk_tokens` tokens with E <= 256, the
-//!   whole CTA ranks one token's keys at a time (`cta_topk`); up to 256 pairs the pairs stay in
-//!   shared memory and each one's row is its stable rank (counted), offsets by counting; above,
-//!   `cub::BlockRadixSort` (stable, 8 keys per thread) over the pairs' expert ids, offsets by
-//!   binary search over the sorted ids;
-//! - `tokens * k <= 2048`: a top-k kernel (a warp per token) + the same single-CTA sort kernel;
+//! - decode path, `tokens <= fused_max_tokens` (32) and `tokens * k <= 2048`: ONE kernel, one
+//!   CTA (1024 threads when E <= 256 and T > 8, else 256): a warp per token computes the top-k
+//!   (warp-order softmax sum, k rounds of a 64-bit key arg-max over keys held in registers),
+//!   then the pairs are grouped through per-expert 32-bit token masks (counts = popcounts,
+//!   offsets by a block scan, rows by masked popcounts; `decode_route_kernel`);
+//! - `tokens * k <= 2048`: a top-k kernel (a warp per token) + a single-CTA kernel that sorts
+//!   the pairs' expert ids with `cub::BlockRadixSort` (stable), offsets by binary search;
 //! - larger: the top-k kernel + `cub::DeviceRadixSort::SortPairs` (stable; keys = expert ids,
-//!   log2(E + 1) bits) + a finalize kernel (row maps) and an offsets kernel.
+//!   log2(E + 1) bits) + a finalize kernel (row maps and offsets).
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -31,12 +30,14 @@
 #include <quads/moe/routing.hpp>
 
 #include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace quads::moe {
 
@@ -66,37 +67,30 @@ struct routing_plan {
 inline constexpr int routing_cta_threads = 256;
 inline constexpr int routing_sort_items = 8;
 inline constexpr int routing_single_cta_pairs = routing_cta_threads * routing_sort_items; // 2048
-inline constexpr int fused_max_tokens = 32;
-//! Up to this many tokens the single-CTA decode path ranks each token's keys with the whole CTA
-//! (one token after the other) instead of a warp per token (k arg-max rounds each, 8 tokens at a
-//! time). Measured at T = 1 only (route stage 11.6 -> 7.2 us, Qwen3-30B-A3B shape, H200); the
-//! bound is where 8 serial CTA passes are expected to cost about one warp's k rounds.
-inline constexpr int small_route_cta_topk_tokens = 8;
+inline constexpr int fused_max_tokens = 32; //!< token masks are 32 bits
 
 namespace detail {
 
 namespace kd = ::quads::kernels::detail;
 
-QUADS_DEVICE_API std::uint64_t shfl_xor_u64(std::uint64_t v, int off) {
-  const unsigned lo = __shfl_xor_sync(0xffffffffu, static_cast<unsigned>(v), off);
-  const unsigned hi = __shfl_xor_sync(0xffffffffu, static_cast<unsigned>(v >> 32), off);
-  return (static_cast<std::uint64_t>(hi) << 32) | lo;
-}
-
-//! The softmax max and sum of token row `l` (E logits) in the fixed warp order of routing.hpp
-//! (lane L over experts L, L + 32, ..., then a butterfly); every lane of the warp gets both.
+//! The softmax max and sum of one token row in the fixed warp order of routing.hpp (lane L over
+//! experts L, L + 32, ..., then a butterfly); `lg[i]` is lane L's logit of expert L + 32 i (only
+//! those below E count). Every lane of the warp gets both.
 struct softmax_stats {
   float max, sum;
 };
-QUADS_DEVICE_API softmax_stats warp_softmax_stats(const float* __restrict__ l, int E, int lane) {
+template <int KeysPerLane>
+QUADS_DEVICE_API softmax_stats warp_softmax_stats(const float (&lg)[KeysPerLane], int E, int lane) {
   float mx = ::quads::detail::from_bits(0xff800000u), s = 0.0f;
-  for (int e = lane; e < E; e += 32)
-    mx = ::quads::detail::max_num(mx, score_logit(__ldg(l + e)));
+#pragma unroll
+  for (int i = 0; i < KeysPerLane; ++i)
+    if (lane + 32 * i < E) mx = ::quads::detail::max_num(mx, score_logit(lg[i]));
 #pragma unroll
   for (int off = 16; off >= 1; off /= 2)
     mx = ::quads::detail::max_num(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  for (int e = lane; e < E; e += 32)
-    s = __fadd_rn(s, softmax_term(__ldg(l + e), mx));
+#pragma unroll
+  for (int i = 0; i < KeysPerLane; ++i)
+    if (lane + 32 * i < E) s = __fadd_rn(s, softmax_term(lg[i], mx));
 #pragma unroll
   for (int off = 16; off >= 1; off /= 2)
     s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, off));
@@ -111,99 +105,94 @@ QUADS_DEVICE_API float selected_score(float le, const softmax_stats& st,
                                        : sigmoid_term(le);
 }
 
-//! One token's top-k by one warp (all lanes call it); lane 0 writes the pairs.
-QUADS_DEVICE_API void warp_topk(const float* __restrict__ logits, int t, const routing_config& cfg,
-                                int* __restrict__ topk_expert, float* __restrict__ topk_weight) {
+//! The warp's largest 32-bit value (`redux.sync` from sm_80 on).
+QUADS_DEVICE_API unsigned warp_max_u32(unsigned v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, v);
+#else
+  for (int off = 16; off >= 1; off /= 2) {
+    const unsigned o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = o > v ? o : v;
+  }
+  return v;
+#endif
+}
+
+//! One token's top-k by one warp (all lanes call it; E <= 32 * KeysPerLane). Lane L keeps the
+//! selection keys of experts L, L + 32, ... in registers; each of the k rounds finds the warp's
+//! largest key with two warp maxima (the logit word, then the expert word among the lanes whose
+//! best key has that logit word) and clears it in its lane: no loads and no 64-bit shuffles
+//! inside the rounds, which made the loop-and-reload version cost ~7 us per token at T = 16
+//! (H200 stage breakdown, 2026-12-02 04:37 UTC). Lane j < k then scores rank j's expert and the
+//! renormalisation sum is gathered left to right by shuffles: the operations and order of
+//! `finish_weights`, so the weights are bit-identical to the host's.
+template <int KeysPerLane>
+QUADS_DEVICE_API void warp_topk_keys(const float* __restrict__ logits, int t,
+                                     const routing_config& cfg, int* __restrict__ topk_expert,
+                                     float* __restrict__ topk_weight) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int E = cfg.experts, k = cfg.top_k;
   const float* l = logits + static_cast<std::size_t>(t) * E;
-  softmax_stats st{0.0f, 0.0f};
-  if (cfg.score == scoring::softmax) st = warp_softmax_stats(l, E, lane);
-  std::uint32_t taken = 0; // bit i: expert lane + 32 i already selected
-  float w[32];
-  int sel[32];
-  for (int j = 0; j < k; ++j) {
-    std::uint64_t best = 0;
-    int i = 0;
-    for (int e = lane; e < E; e += 32, ++i) {
-      if (taken & (1u << i)) continue;
-      const std::uint64_t key = selection_key(__ldg(l + e), e);
-      best = key > best ? key : best;
-    }
+  float lg[KeysPerLane];
+  std::uint64_t key[KeysPerLane]; // 0: no expert, or already selected (every real key is > 0)
 #pragma unroll
-    for (int off = 16; off >= 1; off /= 2) {
-      const std::uint64_t o = shfl_xor_u64(best, off);
-      best = o > best ? o : best;
-    }
-    const int e = key_expert(best);
-    if (e % 32 == lane) taken |= 1u << (e / 32);
-    const float le = __ldg(l + e);
-    sel[j] = e;
-    w[j] = selected_score(le, st, cfg);
+  for (int i = 0; i < KeysPerLane; ++i) {
+    const int e = lane + 32 * i;
+    lg[i] = e < E ? __ldg(l + e) : 0.0f;
+    key[i] = e < E ? selection_key(lg[i], e) : 0u;
   }
-  if (lane == 0) {
-    finish_weights(w, k, cfg.renormalize, cfg.scale);
-    for (int j = 0; j < k; ++j) {
-      topk_expert[static_cast<std::size_t>(t) * k + j] = sel[j];
-      topk_weight[static_cast<std::size_t>(t) * k + j] = w[j];
-    }
+  softmax_stats st{0.0f, 0.0f};
+  if (cfg.score == scoring::softmax) st = warp_softmax_stats(lg, E, lane);
+  int mine = 0; // lane j: the expert of rank j
+  for (int j = 0; j < k; ++j) {
+    std::uint64_t b = key[0];
+#pragma unroll
+    for (int i = 1; i < KeysPerLane; ++i)
+      b = key[i] > b ? key[i] : b;
+    const unsigned hi = warp_max_u32(static_cast<unsigned>(b >> 32));
+    const unsigned lo =
+        warp_max_u32(static_cast<unsigned>(b >> 32) == hi ? static_cast<unsigned>(b) : 0u);
+    const std::uint64_t win = (static_cast<std::uint64_t>(hi) << 32) | lo;
+#pragma unroll
+    for (int i = 0; i < KeysPerLane; ++i)
+      key[i] = key[i] == win ? 0u : key[i];
+    if (lane == j) mine = key_expert(win);
   }
-}
-
-//! One token's top-k by the whole CTA (every thread calls it; E <= blockDim.x): thread e ranks
-//! its selection key among the E keys (keys are distinct), so the k winners are known after one
-//! counting pass instead of k warp-wide arg-max rounds, which took ~17k cycles of one warp at
-//! T = 1, E = 128 while the other warps waited (H200 ncu, 07:22 UTC). Scores (`selected_score`,
-//! the same max / sum order) and `finish_weights` as `warp_topk`: the results are bit-identical.
-//! Shared scratch: `s_key[E]`, `s_sel[k]`, `s_p[k]`, `s_stat[2]`.
-QUADS_DEVICE_API void cta_topk(const float* __restrict__ logits, int t, const routing_config& cfg,
-                               std::uint64_t* s_key, int* s_sel, float* s_p, float* s_stat,
-                               int* __restrict__ topk_expert, float* __restrict__ topk_weight) {
-  const int tid = static_cast<int>(threadIdx.x);
-  const int E = cfg.experts, k = cfg.top_k;
-  const float* l = logits + static_cast<std::size_t>(t) * E;
-  float le = 0.0f;
-  std::uint64_t key = 0;
-  if (tid < E) {
-    le = __ldg(l + tid);
-    key = selection_key(le, tid);
-    s_key[tid] = key;
-  }
-  if (tid < 32 && cfg.score == scoring::softmax) {
-    const softmax_stats st = warp_softmax_stats(l, E, tid);
-    if (tid == 0) {
-      s_stat[0] = st.max;
-      s_stat[1] = st.sum;
-    }
-  }
-  __syncthreads();
-  if (tid < E) {
-    int rank = 0;
-    for (int q = 0; q < E; ++q)
-      rank += s_key[q] > key ? 1 : 0;
-    if (rank < k) {
-      s_sel[rank] = tid;
-      s_p[rank] = selected_score(le, {s_stat[0], s_stat[1]}, cfg);
-    }
-  }
-  __syncthreads();
-  if (tid < k) { // each of the k threads finishes the k weights and keeps its rank's
-    float w[32];
+  float w = lane < k ? selected_score(__ldg(l + mine), st, cfg) : 0.0f;
+  if (cfg.renormalize) { // finish_weights: the sum left to right, then one division each
+    float s = 0.0f;
     for (int j = 0; j < k; ++j)
-      w[j] = s_p[j];
-    finish_weights(w, k, cfg.renormalize, cfg.scale);
-    topk_expert[static_cast<std::size_t>(t) * k + tid] = s_sel[tid];
-    topk_weight[static_cast<std::size_t>(t) * k + tid] = w[tid];
+      s = ::quads::detail::add_rn(s, __shfl_sync(0xffffffffu, w, j));
+    w = s == 0.0f ? ::quads::detail::div_rn(1.0f, static_cast<float>(k))
+                  : ::quads::detail::div_rn(w, s);
   }
-  __syncthreads(); // the scratch is reused by the next token
+  w = ::quads::detail::mul_rn(w, cfg.scale);
+  if (lane < k) {
+    topk_expert[static_cast<std::size_t>(t) * k + lane] = mine;
+    topk_weight[static_cast<std::size_t>(t) * k + lane] = w;
+  }
 }
 
-template <int = 0> // a template, so the header can be in several TUs
+//! Calls `f(std::integral_constant<int, K>{})` with the fewest keys per lane K that hold E
+//! experts (4, 8 or 32): each routing kernel is compiled for one K, so a launch fetches only the
+//! code of its own key count (a kernel holding all three ran 6-9 us slower at T = 1 inside the
+//! MoE layer, where other kernels evict it from the instruction caches; H200 06:58 UTC).
+template <class F>
+void with_keys_per_lane(int experts, F&& f) {
+  if (experts <= 128)
+    f(std::integral_constant<int, 4>{});
+  else if (experts <= 256)
+    f(std::integral_constant<int, 8>{});
+  else
+    f(std::integral_constant<int, 32>{});
+}
+
+template <int KeysPerLane>
 __global__ void __launch_bounds__(128)
     topk_kernel(const float* __restrict__ logits, int tokens, const routing_config cfg,
                 int* __restrict__ topk_expert, float* __restrict__ topk_weight) {
   const int t = static_cast<int>(blockIdx.x) * 4 + static_cast<int>(threadIdx.x) / 32;
-  if (t < tokens) warp_topk(logits, t, cfg, topk_expert, topk_weight);
+  if (t < tokens) warp_topk_keys<KeysPerLane>(logits, t, cfg, topk_expert, topk_weight);
 }
 
 QUADS_DEVICE_API int lower_bound(const int* keys, int n, int value) {
@@ -262,49 +251,55 @@ QUADS_DEVICE_API void cta_group(int n, int E, const int* topk_expert, const floa
     v.offsets[e] = lower_bound(smem.keys, n, e);
 }
 
-template <int Items>
-__global__ void __launch_bounds__(routing_cta_threads)
-    fused_route_kernel(const float* __restrict__ logits, int tokens, const routing_config cfg,
-                       const routing_view v) {
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  for (int t = warp; t < tokens; t += routing_cta_threads / 32)
-    warp_topk(logits, t, cfg, v.topk_expert, v.topk_weight);
-  __syncthreads(); // the pairs (global memory, written by lane 0 of each warp) are visible
-  cta_group<Items>(tokens * cfg.top_k, cfg.experts, v.topk_expert, v.topk_weight, v);
-}
-
-//! Decode-size routing (T * k <= 256 pairs, T <= fused_max_tokens) in one CTA without a sort:
-//! the warps' top-k pairs stay in shared memory and each pair's row is its stable rank (pairs of
-//! a lower expert, then pairs of the same expert with a lower index), the order the radix sort
-//! gives. The CUB path it replaces cost ~13 us per call at T = 1 (H200 02:51 UTC stage timing,
-//! launch gap included).
-template <int = 0> // a template, so the header can be in several TUs
-__global__ void __launch_bounds__(routing_cta_threads)
-    small_route_kernel(const float* __restrict__ logits, int tokens, const routing_config cfg,
-                       const routing_view v) {
-  __shared__ int s_expert[routing_cta_threads];
-  __shared__ float s_weight[routing_cta_threads];
-  if (cfg.experts <= routing_cta_threads && tokens <= small_route_cta_topk_tokens) {
-    __shared__ std::uint64_t s_key[routing_cta_threads];
-    __shared__ int s_sel[32];
-    __shared__ float s_p[32], s_stat[2];
-    for (int t = 0; t < tokens; ++t)
-      cta_topk(logits, t, cfg, s_key, s_sel, s_p, s_stat, s_expert, s_weight);
-  } else {
-    const int warp = static_cast<int>(threadIdx.x) / 32;
-    for (int t = warp; t < tokens; t += routing_cta_threads / 32)
-      warp_topk(logits, t, cfg, s_expert, s_weight);
-    __syncthreads();
+//! Decode-size routing (T <= fused_max_tokens = 32, T * k <= 2048 pairs) in one CTA, without a
+//! sort: a warp per token writes its top-k pairs to shared memory and sets bit t of its experts'
+//! token masks; expert e's count is the popcount of its mask, the offsets are their exclusive
+//! scan, and pair (t, j) of expert e goes to row `offsets[e] + popc(mask[e] & (2^t - 1))`: its
+//! rank among the pairs of e in token order, which is the stable order the radix sort gives
+//! (a token selects an expert at most once). Replaces a count over all pairs per pair (O(n^2))
+//! and, above 256 pairs, a `cub::BlockRadixSort` (H200 07:xx UTC).
+template <int KeysPerLane, int Threads>
+__global__ void __launch_bounds__(Threads)
+    decode_route_kernel(const float* __restrict__ logits, int tokens, const routing_config cfg,
+                        const routing_view v) {
+  constexpr int scan_items = 1024 / Threads; // E <= 1024 (routing_config::check)
+  using scan_t = cub::BlockScan<int, Threads>;
+  __shared__ int s_expert[routing_single_cta_pairs];
+  __shared__ float s_weight[routing_single_cta_pairs];
+  __shared__ unsigned s_mask[1024];
+  __shared__ int s_offset[1024];
+  __shared__ typename scan_t::TempStorage s_scan;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int E = cfg.experts, k = cfg.top_k, n = tokens * k;
+  for (int e = tid; e < E; e += Threads)
+    s_mask[e] = 0;
+  const int warp = tid / 32;
+  for (int t = warp; t < tokens; t += Threads / 32)
+    warp_topk_keys<KeysPerLane>(logits, t, cfg, s_expert, s_weight);
+  __syncthreads();
+  for (int p = tid; p < n; p += Threads)
+    atomicOr(&s_mask[s_expert[p]], 1u << (p / k));
+  __syncthreads();
+  int count[scan_items];
+#pragma unroll
+  for (int i = 0; i < scan_items; ++i) {
+    const int e = tid * scan_items + i;
+    count[i] = e < E ? __popc(s_mask[e]) : 0;
   }
-  const int n = tokens * cfg.top_k, E = cfg.experts;
-  const int p = static_cast<int>(threadIdx.x);
-  if (p < n) {
-    const int e = s_expert[p];
-    int r = 0;
-    for (int q = 0; q < n; ++q) {
-      const int eq = s_expert[q];
-      r += (eq < e || (eq == e && q < p)) ? 1 : 0;
+  scan_t(s_scan).ExclusiveSum(count, count);
+#pragma unroll
+  for (int i = 0; i < scan_items; ++i) {
+    const int e = tid * scan_items + i;
+    if (e < E) {
+      s_offset[e] = count[i];
+      v.offsets[e] = count[i];
     }
+  }
+  if (tid == 0) v.offsets[E] = n;
+  __syncthreads();
+  for (int p = tid; p < n; p += Threads) {
+    const int e = s_expert[p], t = p / k;
+    const int r = s_offset[e] + __popc(s_mask[e] & ((1u << t) - 1u));
     const float w = s_weight[p];
     v.topk_expert[p] = e;
     v.topk_weight[p] = w;
@@ -312,11 +307,6 @@ __global__ void __launch_bounds__(routing_cta_threads)
     v.row_of_pair[p] = r;
     v.expert_of_row[r] = e;
     v.weight_of_row[r] = w;
-  }
-  for (int e = p; e <= E; e += routing_cta_threads) {
-    int below = 0;
-    for (int q = 0; q < n; ++q) below += s_expert[q] < e ? 1 : 0;
-    v.offsets[e] = below;
   }
 }
 
@@ -398,18 +388,26 @@ inline cudaError_t route(const routing_plan& plan, const float* logits, const ro
     return kd::fail("quads: moe::route: workspace (plan.workspace_bytes, 256-byte aligned) "
                     "needed");
   const int n = plan.pairs, E = plan.cfg.experts;
-  const bool small = n <= routing_cta_threads;
   if (plan.fused) {
-    if (small)
-      detail::small_route_kernel<>
+    detail::with_keys_per_lane(E, [&](auto keys) {
+      // a warp per token: 1024 threads above 8 tokens where the keys fit in few registers
+      constexpr int kpl = decltype(keys)::value;
+      if constexpr (kpl <= 8)
+        if (plan.tokens > routing_cta_threads / 32) {
+          detail::decode_route_kernel<kpl, 1024>
+              <<<1, 1024, 0, stream>>>(logits, plan.tokens, plan.cfg, v);
+          return;
+        }
+      detail::decode_route_kernel<kpl, routing_cta_threads>
           <<<1, routing_cta_threads, 0, stream>>>(logits, plan.tokens, plan.cfg, v);
-    else
-      detail::fused_route_kernel<routing_sort_items>
-          <<<1, routing_cta_threads, 0, stream>>>(logits, plan.tokens, plan.cfg, v);
+    });
     return kd::after_launch();
   }
-  detail::topk_kernel<><<<(plan.tokens + 3) / 4, 128, 0, stream>>>(logits, plan.tokens, plan.cfg,
-                                                                   v.topk_expert, v.topk_weight);
+  const bool small = n <= routing_cta_threads;
+  detail::with_keys_per_lane(E, [&](auto keys) {
+    detail::topk_kernel<decltype(keys)::value><<<(plan.tokens + 3) / 4, 128, 0, stream>>>(
+        logits, plan.tokens, plan.cfg, v.topk_expert, v.topk_weight);
+  });
   if (plan.single_cta) {
     if (small)
       detail::cta_group_kernel<1><<<1, routing_cta_threads, 0, stream>>>(n, E, v);
