@@ -13,7 +13,10 @@
 //! of the routing (exact, from the host routing of the same logits), `floor_us` = active experts'
 //! NVFP4 bytes (codes + scales of gate_up and down) / copy bandwidth, `x_floor` = us / floor_us,
 //! `frac_copy` = floor_us / us. Weights are random codes and scale bytes (values do not change
-//! the time). Exits 77 (Meson SKIP) without a usable GPU.
+//! the time). Rows `moe_route/<model>/T:<T>` time the routing alone (graph launch after an L2
+//! flush); run back to back on one SM they keep the routing kernel in that SM's instruction
+//! caches, which the layer's GEMMs evict inside a layer call, so the layer's `moe_stages` rows
+//! are the ones to compare routing forms by. Exits 77 (Meson SKIP) without a usable GPU.
 
 #include "../gpu/suites.hpp"
 #include "../gpu/timing.cuh"

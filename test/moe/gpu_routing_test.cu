@@ -95,8 +95,9 @@ TEST_SUITE("moe.routing.gpu") {
     const float nan_v = std::numeric_limits<float>::quiet_NaN();
     const float inf = std::numeric_limits<float>::infinity();
     auto g = quads_test::rng("moe.gpu.routing.adv");
-    // E = 64, 256, 1000: the 4, 8 and 32 keys per lane of the warp top-k (1024- and 256-thread
-    // forms of the decode kernel); T = 300: the multi-CTA top-k kernel
+    // E = 64, 256, 1000: the 4, 8 and 32 keys per lane of the warp top-k; T = 1, 5: the decode
+    // kernel's 256-thread CTA, T = 16: its 1024-thread CTA (E <= 256) or a cluster of two
+    // 256-thread CTAs (E = 1000); T = 300: the top-k kernel + a sort
     for (const auto& [E, k] : {std::pair{64, 6}, std::pair{256, 8}, std::pair{1000, 32}})
       for (int T : {1, 5, 16, 300}) {
         std::vector<float> l(static_cast<std::size_t>(T) * E);

@@ -11,11 +11,12 @@
 //!   quads::moe::route(plan, logits, view, workspace, stream);
 //! @endcode
 //! Paths (chosen on the host from `tokens`, so a captured graph keeps its path):
-//! - decode path, `tokens <= fused_max_tokens` (32) and `tokens * k <= 2048`: ONE kernel, one
-//!   CTA (1024 threads when E <= 256 and T > 8, else 256): a warp per token computes the top-k
-//!   (warp-order softmax sum, k rounds of a 64-bit key arg-max over keys held in registers),
-//!   then the pairs are grouped through per-expert 32-bit token masks (counts = popcounts,
-//!   offsets by a block scan, rows by masked popcounts; `decode_route_kernel`);
+//! - decode path, `tokens * k <= 2048` and T <= 256 (E <= 256; else T <= 64): ONE kernel, one
+//!   CTA or a thread-block cluster of up to 8 (1024 threads when E <= 256 and T > 8, else 256), a
+//!   warp per token computes the top-k (warp-order softmax sum, k rounds of a 64-bit key arg-max
+//!   over keys held in registers); the pairs are grouped through per-expert 32-bit token masks
+//!   read across the cluster (counts = popcounts, offsets by a block scan, rows by masked
+//!   popcounts; `decode_route_kernel`; needs sm_90);
 //! - `tokens * k <= 2048`: a top-k kernel (a warp per token) + a single-CTA kernel that sorts
 //!   the pairs' expert ids with `cub::BlockRadixSort` (stable), offsets by binary search;
 //! - larger: the top-k kernel + `cub::DeviceRadixSort::SortPairs` (stable; keys = expert ids,
@@ -33,6 +34,7 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -67,7 +69,9 @@ struct routing_plan {
 inline constexpr int routing_cta_threads = 256;
 inline constexpr int routing_sort_items = 8;
 inline constexpr int routing_single_cta_pairs = routing_cta_threads * routing_sort_items; // 2048
-inline constexpr int fused_max_tokens = 32; //!< token masks are 32 bits
+//! The decode path's largest cluster (portable size): T <= 8 * 32 tokens with E <= 256, else
+//! T <= 8 * 8.
+inline constexpr int route_cluster_ctas = 8;
 
 namespace detail {
 
@@ -118,7 +122,8 @@ QUADS_DEVICE_API unsigned warp_max_u32(unsigned v) {
 #endif
 }
 
-//! One token's top-k by one warp (all lanes call it; E <= 32 * KeysPerLane). Lane L keeps the
+//! One token's top-k by one warp (all lanes call it; E <= 32 * KeysPerLane): `l` is the token's
+//! E logits, `expert` / `weight` its k outputs in rank order. Lane L keeps the
 //! selection keys of experts L, L + 32, ... in registers; each of the k rounds finds the warp's
 //! largest key with two warp maxima (the logit word, then the expert word among the lanes whose
 //! best key has that logit word) and clears it in its lane: no loads and no 64-bit shuffles
@@ -127,12 +132,10 @@ QUADS_DEVICE_API unsigned warp_max_u32(unsigned v) {
 //! renormalisation sum is gathered left to right by shuffles: the operations and order of
 //! `finish_weights`, so the weights are bit-identical to the host's.
 template <int KeysPerLane>
-QUADS_DEVICE_API void warp_topk_keys(const float* __restrict__ logits, int t,
-                                     const routing_config& cfg, int* __restrict__ topk_expert,
-                                     float* __restrict__ topk_weight) {
+QUADS_DEVICE_API void warp_topk_keys(const float* __restrict__ l, const routing_config& cfg,
+                                     int* __restrict__ expert, float* __restrict__ weight) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int E = cfg.experts, k = cfg.top_k;
-  const float* l = logits + static_cast<std::size_t>(t) * E;
   float lg[KeysPerLane];
   std::uint64_t key[KeysPerLane]; // 0: no expert, or already selected (every real key is > 0)
 #pragma unroll
@@ -168,15 +171,15 @@ QUADS_DEVICE_API void warp_topk_keys(const float* __restrict__ logits, int t,
   }
   w = ::quads::detail::mul_rn(w, cfg.scale);
   if (lane < k) {
-    topk_expert[static_cast<std::size_t>(t) * k + lane] = mine;
-    topk_weight[static_cast<std::size_t>(t) * k + lane] = w;
+    expert[lane] = mine;
+    weight[lane] = w;
   }
 }
 
 //! Calls `f(std::integral_constant<int, K>{})` with the fewest keys per lane K that hold E
 //! experts (4, 8 or 32): each routing kernel is compiled for one K, so a launch fetches only the
 //! code of its own key count (a kernel holding all three ran 6-9 us slower at T = 1 inside the
-//! MoE layer, where other kernels evict it from the instruction caches; H200 06:58 UTC).
+//! MoE layer, where other kernels evict it from the instruction caches; H200 06:48 UTC).
 template <class F>
 void with_keys_per_lane(int experts, F&& f) {
   if (experts <= 128)
@@ -192,7 +195,10 @@ __global__ void __launch_bounds__(128)
     topk_kernel(const float* __restrict__ logits, int tokens, const routing_config cfg,
                 int* __restrict__ topk_expert, float* __restrict__ topk_weight) {
   const int t = static_cast<int>(blockIdx.x) * 4 + static_cast<int>(threadIdx.x) / 32;
-  if (t < tokens) warp_topk_keys<KeysPerLane>(logits, t, cfg, topk_expert, topk_weight);
+  const std::size_t k = static_cast<std::size_t>(cfg.top_k);
+  if (t < tokens)
+    warp_topk_keys<KeysPerLane>(logits + static_cast<std::size_t>(t) * cfg.experts, cfg,
+                                topk_expert + t * k, topk_weight + t * k);
 }
 
 QUADS_DEVICE_API int lower_bound(const int* keys, int n, int value) {
@@ -251,40 +257,70 @@ QUADS_DEVICE_API void cta_group(int n, int E, const int* topk_expert, const floa
     v.offsets[e] = lower_bound(smem.keys, n, e);
 }
 
-//! Decode-size routing (T <= fused_max_tokens = 32, T * k <= 2048 pairs) in one CTA, without a
-//! sort: a warp per token writes its top-k pairs to shared memory and sets bit t of its experts'
-//! token masks; expert e's count is the popcount of its mask, the offsets are their exclusive
-//! scan, and pair (t, j) of expert e goes to row `offsets[e] + popc(mask[e] & (2^t - 1))`: its
-//! rank among the pairs of e in token order, which is the stable order the radix sort gives
-//! (a token selects an expert at most once). Replaces a count over all pairs per pair (O(n^2))
-//! and, above 256 pairs, a `cub::BlockRadixSort` (H200 07:xx UTC).
-template <int KeysPerLane, int Threads>
+//! Decode-size routing (one CTA of `Threads / 32` tokens, or up to 8 of them in a thread-block
+//! cluster when `Clustered`; T * k <= 2048 pairs) without a sort: a warp per token writes its top-k
+//! pairs to its CTA's shared memory and sets bit t (the token's index in its CTA) of its experts'
+//! masks; after a cluster barrier every CTA reads all masks (distributed shared memory): expert e's
+//! count is the sum of the popcounts, the offsets their exclusive scan, and pair (t, j) of expert e
+//! in CTA c goes to row `offsets[e] + popc(masks of e in CTAs < c) + popc(mask_c[e] & (2^t - 1))`:
+//! its rank among the pairs of e in token order, the stable order a radix sort gives (a token
+//! selects an expert at most once). Replaces a count over all pairs per pair (O(n^2)) up to 256
+//! pairs and a top-k kernel + a single-CTA `cub::BlockRadixSort` above: route alone at T = 16 / 64
+//! / 256 21.1 / 17.1 / 21.7 -> 8.5 / 11.2 / 11.8 us (Qwen3-30B-A3B shape, H200 06:41-07:30 UTC).
+template <int KeysPerLane, int Threads, bool Clustered>
 __global__ void __launch_bounds__(Threads)
     decode_route_kernel(const float* __restrict__ logits, int tokens, const routing_config cfg,
                         const routing_view v) {
+  namespace cg = cooperative_groups;
+  constexpr int cta_tokens = Threads / 32;
   constexpr int scan_items = 1024 / Threads; // E <= 1024 (routing_config::check)
   using scan_t = cub::BlockScan<int, Threads>;
-  __shared__ int s_expert[routing_single_cta_pairs];
-  __shared__ float s_weight[routing_single_cta_pairs];
+  __shared__ int s_expert[cta_tokens * 32]; // k <= 32
+  __shared__ float s_weight[cta_tokens * 32];
   __shared__ unsigned s_mask[1024];
-  __shared__ int s_offset[1024];
+  __shared__ int s_offset[1024], s_before[1024];
   __shared__ typename scan_t::TempStorage s_scan;
+  const int c = Clustered ? static_cast<int>(cg::this_cluster().block_rank()) : 0;
   const int tid = static_cast<int>(threadIdx.x);
-  const int E = cfg.experts, k = cfg.top_k, n = tokens * k;
+  const int E = cfg.experts, k = cfg.top_k;
+  const int t0 = c * cta_tokens;
+  const int mine = (tokens - t0 < cta_tokens ? tokens - t0 : cta_tokens) * k; // this CTA's pairs
   for (int e = tid; e < E; e += Threads)
     s_mask[e] = 0;
   const int warp = tid / 32;
-  for (int t = warp; t < tokens; t += Threads / 32)
-    warp_topk_keys<KeysPerLane>(logits, t, cfg, s_expert, s_weight);
+  if (t0 + warp < tokens)
+    warp_topk_keys<KeysPerLane>(logits + static_cast<std::size_t>(t0 + warp) * E, cfg,
+                                s_expert + warp * k, s_weight + warp * k);
   __syncthreads();
-  for (int p = tid; p < n; p += Threads)
+  for (int p = tid; p < mine; p += Threads)
     atomicOr(&s_mask[s_expert[p]], 1u << (p / k));
-  __syncthreads();
   int count[scan_items];
+  if constexpr (Clustered) {
+    const cg::cluster_group cluster = cg::this_cluster();
+    const int ctas = static_cast<int>(cluster.num_blocks());
+    cluster.sync(); // every CTA's masks are complete
 #pragma unroll
-  for (int i = 0; i < scan_items; ++i) {
-    const int e = tid * scan_items + i;
-    count[i] = e < E ? __popc(s_mask[e]) : 0;
+    for (int i = 0; i < scan_items; ++i) {
+      const int e = tid * scan_items + i;
+      int total = 0, before = 0;
+      if (e < E)
+        for (int q = 0; q < ctas; ++q) {
+          const int pc = __popc(*cluster.map_shared_rank(s_mask + e, q));
+          total += pc;
+          before += q < c ? pc : 0;
+        }
+      count[i] = total;
+      if (e < E) s_before[e] = before;
+    }
+    cluster.sync(); // no CTA leaves while another still reads its masks
+  } else {
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < scan_items; ++i) {
+      const int e = tid * scan_items + i;
+      count[i] = e < E ? __popc(s_mask[e]) : 0;
+      if (e < E) s_before[e] = 0;
+    }
   }
   scan_t(s_scan).ExclusiveSum(count, count);
 #pragma unroll
@@ -292,22 +328,28 @@ __global__ void __launch_bounds__(Threads)
     const int e = tid * scan_items + i;
     if (e < E) {
       s_offset[e] = count[i];
-      v.offsets[e] = count[i];
+      if (c == 0) v.offsets[e] = count[i];
     }
   }
-  if (tid == 0) v.offsets[E] = n;
+  if (c == 0 && tid == 0) v.offsets[E] = tokens * k;
   __syncthreads();
-  for (int p = tid; p < n; p += Threads) {
-    const int e = s_expert[p], t = p / k;
-    const int r = s_offset[e] + __popc(s_mask[e] & ((1u << t) - 1u));
+  for (int p = tid; p < mine; p += Threads) {
+    const int e = s_expert[p], gp = t0 * k + p;
+    const int r = s_offset[e] + s_before[e] + __popc(s_mask[e] & ((1u << (p / k)) - 1u));
     const float w = s_weight[p];
-    v.topk_expert[p] = e;
-    v.topk_weight[p] = w;
-    v.pair_of_row[r] = p;
-    v.row_of_pair[p] = r;
+    v.topk_expert[gp] = e;
+    v.topk_weight[gp] = w;
+    v.pair_of_row[r] = gp;
+    v.row_of_pair[gp] = r;
     v.expert_of_row[r] = e;
     v.weight_of_row[r] = w;
   }
+}
+
+//! Threads per CTA of the decode path: a warp per token, 1024 threads above 8 tokens where the
+//! keys fit in few registers (E <= 256), else `routing_cta_threads`.
+inline int decode_route_threads(int experts, int tokens) {
+  return experts <= 256 && tokens > routing_cta_threads / 32 ? 1024 : routing_cta_threads;
 }
 
 template <int Items>
@@ -351,7 +393,8 @@ inline routing_plan plan_routing(int tokens, const routing_config& cfg) {
   if (cfg.check() != nullptr || tokens < 0) return p;
   p.pairs = tokens * cfg.top_k;
   p.single_cta = p.pairs <= routing_single_cta_pairs;
-  p.fused = p.single_cta && tokens <= fused_max_tokens;
+  p.fused = p.single_cta &&
+            tokens <= route_cluster_ctas * (detail::decode_route_threads(cfg.experts, tokens) / 32);
   if (!p.single_cta) {
     std::size_t bytes = 0;
     cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int*>(nullptr),
@@ -389,18 +432,42 @@ inline cudaError_t route(const routing_plan& plan, const float* logits, const ro
                     "needed");
   const int n = plan.pairs, E = plan.cfg.experts;
   if (plan.fused) {
+    // one CTA where it holds every token (a plain launch: the cluster form costs ~1 us more),
+    // else a cluster of them
+    const int threads = detail::decode_route_threads(E, plan.tokens);
+    const int ctas = (plan.tokens + threads / 32 - 1) / (threads / 32);
+    cudaLaunchAttribute attr[1]{};
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(ctas);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cudaLaunchConfig_t lc{};
+    lc.gridDim = dim3(static_cast<unsigned>(ctas));
+    lc.blockDim = dim3(static_cast<unsigned>(threads));
+    lc.stream = stream;
+    lc.attrs = attr;
+    lc.numAttrs = ctas > 1 ? 1 : 0;
+    cudaError_t e = cudaSuccess;
     detail::with_keys_per_lane(E, [&](auto keys) {
-      // a warp per token: 1024 threads above 8 tokens where the keys fit in few registers
       constexpr int kpl = decltype(keys)::value;
-      if constexpr (kpl <= 8)
-        if (plan.tokens > routing_cta_threads / 32) {
-          detail::decode_route_kernel<kpl, 1024>
-              <<<1, 1024, 0, stream>>>(logits, plan.tokens, plan.cfg, v);
-          return;
-        }
-      detail::decode_route_kernel<kpl, routing_cta_threads>
-          <<<1, routing_cta_threads, 0, stream>>>(logits, plan.tokens, plan.cfg, v);
+      auto launch = [&](auto kernel) {
+        e = cudaLaunchKernelEx(&lc, kernel, logits, plan.tokens, plan.cfg, v);
+      };
+      if constexpr (kpl <= 8) {
+        if (threads == routing_cta_threads)
+          launch(detail::decode_route_kernel<kpl, routing_cta_threads, false>);
+        else if (ctas == 1)
+          launch(detail::decode_route_kernel<kpl, 1024, false>);
+        else
+          launch(detail::decode_route_kernel<kpl, 1024, true>);
+      } else {
+        if (ctas == 1)
+          launch(detail::decode_route_kernel<kpl, routing_cta_threads, false>);
+        else
+          launch(detail::decode_route_kernel<kpl, routing_cta_threads, true>);
+      }
     });
+    if (e != cudaSuccess) return kd::fail(cudaGetErrorString(e), e);
     return kd::after_launch();
   }
   const bool small = n <= routing_cta_threads;
