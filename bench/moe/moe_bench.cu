@@ -179,6 +179,49 @@ int iterations_for(const qm::layer_shape& s, int T) {
   return work > 5e10 ? 5 : (work > 5e9 ? 10 : 40);
 }
 
+//! Times graph `exec` on `st`: one warm-up launch, then per benchmark iteration an L2 flush and
+//! one launch between CUDA events (`us`), then `hot_reps` runs of `hot_n` back-to-back launches
+//! without the flush (`hot`, per launch; L2 may hold the data); both sorted. False, with the
+//! benchmark skipped, on a CUDA error.
+bool time_graph(benchmark::State& state, cudaGraphExec_t exec, cudaStream_t st, int hot_reps,
+                int hot_n, std::vector<double>& us, std::vector<double>& hot) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  const bool ok = [&] {
+    if (qb::failed(state, cudaGraphLaunch(exec, st), "warm-up launch") ||
+        qb::failed(state, cudaStreamSynchronize(st), "warm-up"))
+      return false;
+    for (auto _ : state) {
+      if (qb::failed(state, qb::flush_l2(st), "flush_l2")) return false;
+      cudaEventRecord(a, st);
+      if (qb::failed(state, cudaGraphLaunch(exec, st), "cudaGraphLaunch")) return false;
+      cudaEventRecord(b, st);
+      if (qb::failed(state, cudaEventSynchronize(b), "cudaEventSynchronize")) return false;
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a, b);
+      us.push_back(1e3 * ms);
+      state.SetIterationTime(ms * 1e-3);
+    }
+    for (int r = 0; r < hot_reps; ++r) {
+      cudaEventRecord(a, st);
+      for (int i = 0; i < hot_n; ++i)
+        cudaGraphLaunch(exec, st);
+      cudaEventRecord(b, st);
+      cudaEventSynchronize(b);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a, b);
+      hot.push_back(1e3 * ms / hot_n);
+    }
+    return !qb::failed(state, cudaGetLastError(), "hot launches");
+  }();
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(us.begin(), us.end());
+  std::sort(hot.begin(), hot.end());
+  return ok;
+}
+
 template <qm::layer_policy P>
 void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_tuning tune = {},
                      bool breakdown = false, bool tiled = false) {
@@ -254,43 +297,11 @@ void run_layer_bench(benchmark::State& state, const model& m, int T, qm::layer_t
   QUADS_BENCH_TRY(state, cudaStreamEndCapture(st, &graph));
   QUADS_BENCH_TRY(state, fe);
   QUADS_BENCH_TRY(state, cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  QUADS_BENCH_TRY(state, cudaGraphLaunch(exec, st)); // warm-up
-  QUADS_BENCH_TRY(state, cudaStreamSynchronize(st));
-  std::vector<double> us;
-  for (auto _ : state) {
-    QUADS_BENCH_TRY(state, qb::flush_l2(st));
-    cudaEventRecord(a, st);
-    QUADS_BENCH_TRY(state, cudaGraphLaunch(exec, st));
-    cudaEventRecord(b, st);
-    QUADS_BENCH_TRY(state, cudaEventSynchronize(b));
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    us.push_back(1e3 * ms);
-    state.SetIterationTime(ms * 1e-3);
-  }
-  // the same graph without the flush, back to back (L2 may hold the active experts)
-  std::vector<double> hot;
-  const int hot_reps = T <= 64 ? 5 : 1, hot_n = T <= 64 ? 10 : 2;
-  for (int r = 0; r < hot_reps; ++r) {
-    cudaEventRecord(a, st);
-    for (int i = 0; i < hot_n; ++i)
-      cudaGraphLaunch(exec, st);
-    cudaEventRecord(b, st);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    hot.push_back(1e3 * ms / hot_n);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  std::vector<double> us, hot;
+  const bool timed = time_graph(state, exec, st, T <= 64 ? 5 : 1, T <= 64 ? 10 : 2, us, hot);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  QUADS_BENCH_TRY(state, cudaGetLastError());
-  std::sort(us.begin(), us.end());
-  std::sort(hot.begin(), hot.end());
+  if (!timed) return;
   const double med = us[us.size() / 2];
   const double expert_bytes =
       (2.0 * s.intermediate * s.hidden + 1.0 * s.hidden * s.intermediate) * (0.5 + 1.0 / 16.0);
@@ -331,38 +342,11 @@ void run_route_bench(benchmark::State& state, const model& m, int T) {
   QUADS_BENCH_TRY(state, cudaStreamEndCapture(st, &graph));
   QUADS_BENCH_TRY(state, re);
   QUADS_BENCH_TRY(state, cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
   std::vector<double> us, hot;
-  for (auto _ : state) {
-    QUADS_BENCH_TRY(state, qb::flush_l2(st));
-    cudaEventRecord(a, st);
-    QUADS_BENCH_TRY(state, cudaGraphLaunch(exec, st));
-    cudaEventRecord(b, st);
-    QUADS_BENCH_TRY(state, cudaEventSynchronize(b));
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    us.push_back(1e3 * ms);
-    state.SetIterationTime(ms * 1e-3);
-  }
-  for (int r = 0; r < 5; ++r) {
-    cudaEventRecord(a, st);
-    for (int i = 0; i < 20; ++i)
-      cudaGraphLaunch(exec, st);
-    cudaEventRecord(b, st);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    hot.push_back(1e3 * ms / 20);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  const bool timed = time_graph(state, exec, st, 5, 20, us, hot);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  QUADS_BENCH_TRY(state, cudaGetLastError());
-  std::sort(us.begin(), us.end());
-  std::sort(hot.begin(), hot.end());
+  if (!timed) return;
   state.counters["us"] = us[us.size() / 2];
   state.counters["us_hot"] = hot[hot.size() / 2];
   state.counters["fused"] = plan.fused ? 1 : 0;
