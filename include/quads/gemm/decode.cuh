@@ -1283,28 +1283,6 @@ inline bool stream_resident(int chunks_per_split, int resident_bytes, long ctas)
           (resident_bytes <= SL::max_smem_bytes && ctas <= stream_slots(resident_bytes)));
 }
 
-//! The launch configuration of a streaming kernel: grid (splits, y, z), `threads` per CTA, `smem`
-//! dynamic bytes; the x dimension is one cluster of `splits` CTAs (no attribute for one split).
-//! Not copyable: `cfg.attrs` points into the object.
-struct stream_config {
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr[1]{};
-  stream_config(int splits, unsigned y, unsigned z, int threads, int smem, cudaStream_t stream) {
-    cfg.gridDim = dim3(static_cast<unsigned>(splits), y, z);
-    cfg.blockDim = dim3(static_cast<unsigned>(threads));
-    cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
-    cfg.stream = stream;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(splits);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = splits > 1 ? 1 : 0;
-  }
-  stream_config(const stream_config&) = delete;
-  stream_config& operator=(const stream_config&) = delete;
-};
-
 //! Whether `clusters` clusters of `splits` CTAs of `kernel` (`smem` dynamic bytes each) are
 //! resident together (cudaOccupancyMaxActiveClusters, cached per kernel, cluster size and shared
 //! memory). A cluster that does not fit runs as a second wave and doubles the call: 4096x14336 at
@@ -1324,7 +1302,7 @@ bool clusters_fit(void (*kernel)(Params...), int splits, int smem, long clusters
   std::lock_guard<std::mutex> guard(lock);
   for (const entry& e : cache)
     if (e.kernel == key && e.splits == splits && e.smem == smem) return clusters <= e.max_clusters;
-  const stream_config c(splits, 1, 1, threads, smem, nullptr);
+  const ::quads::kernels::detail::cluster_launch_config c(splits, 1, 1, threads, smem, nullptr);
   int n = 0;
   if (cudaOccupancyMaxActiveClusters(&n, kernel, &c.cfg) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -1356,11 +1334,8 @@ cudaError_t raise_stream_smem_limit() {
 template <class... Params, class... Args>
 cudaError_t launch_stream(void (*kernel)(Params...), unsigned y, unsigned z, int splits, int smem,
                           cudaStream_t stream, int threads, Args&&... args) {
-  const stream_config c(splits, y, z, threads, smem, stream);
-  if (const cudaError_t e = cudaLaunchKernelEx(&c.cfg, kernel, static_cast<Args&&>(args)...);
-      e != cudaSuccess)
-    return ::quads::kernels::detail::fail(cudaGetErrorString(e), e);
-  return ::quads::kernels::detail::after_launch();
+  return ::quads::kernels::detail::launch_clustered(kernel, splits, y, z, threads, smem, stream,
+                                                    static_cast<Args&&>(args)...);
 }
 
 } // namespace detail

@@ -152,6 +152,41 @@ inline cudaError_t launch_kernel(bool programmatic, void (*kernel)(Params...), d
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args&&>(args)...);
 }
 
+//! The launch configuration of a grid (cluster_x, y, z) whose x dimension is one thread-block
+//! cluster of `cluster_x` CTAs (no cluster attribute for one), `threads` per CTA, `smem` dynamic
+//! bytes. Not copyable: `cfg.attrs` points into the object.
+struct cluster_launch_config {
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr[1]{};
+  cluster_launch_config(int cluster_x, unsigned y, unsigned z, int threads, int smem,
+                        cudaStream_t stream) {
+    cfg.gridDim = dim3(static_cast<unsigned>(cluster_x), y, z);
+    cfg.blockDim = dim3(static_cast<unsigned>(threads));
+    cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(cluster_x);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = cluster_x > 1 ? 1 : 0;
+  }
+  cluster_launch_config(const cluster_launch_config&) = delete;
+  cluster_launch_config& operator=(const cluster_launch_config&) = delete;
+};
+
+//! Launches `kernel` on grid (cluster_x, y, z) as `cluster_launch_config` describes; reports a
+//! refused launch (`fail`) or the launch's own error (`after_launch`).
+template <class... Params, class... Args>
+cudaError_t launch_clustered(void (*kernel)(Params...), int cluster_x, unsigned y, unsigned z,
+                             int threads, int smem, cudaStream_t stream, Args&&... args) {
+  const cluster_launch_config c(cluster_x, y, z, threads, smem, stream);
+  if (const cudaError_t e = cudaLaunchKernelEx(&c.cfg, kernel, static_cast<Args&&>(args)...);
+      e != cudaSuccess)
+    return fail(cudaGetErrorString(e), e);
+  return after_launch();
+}
+
 } // namespace detail
 
 // ---------------------------------------------------------------------------------------------

@@ -220,11 +220,14 @@ QUADS_API constexpr int key_bits(int experts) {
   return b;
 }
 
-//! Single-CTA stable grouping of `n <= 256 * Items` pairs (all 256 threads call it). Decode
-//! sizes (n <= 256) use one item per thread, so the sort does not pay for 2048 empty slots.
-template <int Items>
-QUADS_DEVICE_API void cta_group(int n, int E, const int* topk_expert, const float* topk_weight,
-                                const routing_view& v) {
+//! Single-CTA stable grouping of `n <= routing_single_cta_pairs` pairs from `v.topk_expert` /
+//! `v.topk_weight` (the top-k kernel's output): `cub::BlockRadixSort` over the expert ids.
+template <int = 0> // a template, so the header can be in several TUs
+__global__ void __launch_bounds__(routing_cta_threads)
+    cta_group_kernel(int n, int E, const routing_view v) {
+  constexpr int Items = routing_sort_items;
+  const int* topk_expert = v.topk_expert;
+  const float* topk_weight = v.topk_weight;
   using sort_t = cub::BlockRadixSort<int, routing_cta_threads, Items, int>;
   __shared__ union {
     typename sort_t::TempStorage sort;
@@ -319,7 +322,6 @@ __global__ void __launch_bounds__(Threads)
     for (int i = 0; i < scan_items; ++i) {
       const int e = tid * scan_items + i;
       count[i] = e < E ? __popc(s_mask[e]) : 0;
-      if (e < E) s_before[e] = 0;
     }
   }
   scan_t(s_scan).ExclusiveSum(count, count);
@@ -335,7 +337,8 @@ __global__ void __launch_bounds__(Threads)
   __syncthreads();
   for (int p = tid; p < mine; p += Threads) {
     const int e = s_expert[p], gp = t0 * k + p;
-    const int r = s_offset[e] + s_before[e] + __popc(s_mask[e] & ((1u << (p / k)) - 1u));
+    const int r =
+        s_offset[e] + (Clustered ? s_before[e] : 0) + __popc(s_mask[e] & ((1u << (p / k)) - 1u));
     const float w = s_weight[p];
     v.topk_expert[gp] = e;
     v.topk_weight[gp] = w;
@@ -350,12 +353,6 @@ __global__ void __launch_bounds__(Threads)
 //! keys fit in few registers (E <= 256), else `routing_cta_threads`.
 inline int decode_route_threads(int experts, int tokens) {
   return experts <= 256 && tokens > routing_cta_threads / 32 ? 1024 : routing_cta_threads;
-}
-
-template <int Items>
-__global__ void __launch_bounds__(routing_cta_threads)
-    cta_group_kernel(int n, int E, const routing_view v) {
-  cta_group<Items>(n, E, v.topk_expert, v.topk_weight, v);
 }
 
 template <int = 0> // a template, so the header can be in several TUs
@@ -436,22 +433,12 @@ inline cudaError_t route(const routing_plan& plan, const float* logits, const ro
     // else a cluster of them
     const int threads = detail::decode_route_threads(E, plan.tokens);
     const int ctas = (plan.tokens + threads / 32 - 1) / (threads / 32);
-    cudaLaunchAttribute attr[1]{};
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(ctas);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cudaLaunchConfig_t lc{};
-    lc.gridDim = dim3(static_cast<unsigned>(ctas));
-    lc.blockDim = dim3(static_cast<unsigned>(threads));
-    lc.stream = stream;
-    lc.attrs = attr;
-    lc.numAttrs = ctas > 1 ? 1 : 0;
     cudaError_t e = cudaSuccess;
     detail::with_keys_per_lane(E, [&](auto keys) {
       constexpr int kpl = decltype(keys)::value;
       auto launch = [&](auto kernel) {
-        e = cudaLaunchKernelEx(&lc, kernel, logits, plan.tokens, plan.cfg, v);
+        e = kd::launch_clustered(kernel, ctas, 1, 1, threads, 0, stream, logits, plan.tokens,
+                                 plan.cfg, v);
       };
       if constexpr (kpl <= 8) {
         if (threads == routing_cta_threads)
@@ -467,19 +454,14 @@ inline cudaError_t route(const routing_plan& plan, const float* logits, const ro
           launch(detail::decode_route_kernel<kpl, routing_cta_threads, true>);
       }
     });
-    if (e != cudaSuccess) return kd::fail(cudaGetErrorString(e), e);
-    return kd::after_launch();
+    return e;
   }
-  const bool small = n <= routing_cta_threads;
   detail::with_keys_per_lane(E, [&](auto keys) {
     detail::topk_kernel<decltype(keys)::value><<<(plan.tokens + 3) / 4, 128, 0, stream>>>(
         logits, plan.tokens, plan.cfg, v.topk_expert, v.topk_weight);
   });
   if (plan.single_cta) {
-    if (small)
-      detail::cta_group_kernel<1><<<1, routing_cta_threads, 0, stream>>>(n, E, v);
-    else
-      detail::cta_group_kernel<routing_sort_items><<<1, routing_cta_threads, 0, stream>>>(n, E, v);
+    detail::cta_group_kernel<><<<1, routing_cta_threads, 0, stream>>>(n, E, v);
     return kd::after_launch();
   }
   auto* base = static_cast<std::uint8_t*>(workspace);
