@@ -42,6 +42,26 @@ __global__ void apply_node(const float* v, int rows, int cols, node_gpu::params 
   node_gpu::apply<W>(f, p);
 }
 
+//! The group form: 16 lanes per block, one column each (as the streaming GEMM epilogue runs it).
+__global__ void apply_node_lanes(const float* v, int rows, int cols, node_gpu::params p) {
+  constexpr int G = qm::block;
+  const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  const int blk = t / G, rank = t % G, per_row = cols / G;
+  if (blk >= rows * per_row) return; // whole groups leave together
+  quads::epilogue::fragment<1> f{};
+  f.row = blk / per_row;
+  f.col = (blk % per_row) * G + rank;
+  f.count = 1;
+  f.v[0] = v[static_cast<std::size_t>(f.row) * cols + f.col];
+  const unsigned mask = 0xffffu << (threadIdx.x % 32 & ~(G - 1u));
+  node_gpu::apply_group<1, G>(f, p, quads::epilogue::lane_group<G>{rank, mask});
+}
+
+static_assert(quads::epilogue::lane_group_size<qm::gate_up_fp4_epilogue_gpu> == qm::block,
+              "the GPU gate_up chain runs its blocks on lane groups");
+static_assert(quads::epilogue::lane_group_size<qm::gate_up_fp4_epilogue> == 1,
+              "the host chain has no group form");
+
 } // namespace
 
 TEST_SUITE("moe.node.gpu") {
@@ -93,8 +113,6 @@ TEST_SUITE("moe.node.gpu") {
       }
     dbuf dv = moe_test::upload(v), dts = moe_test::upload(ts), deor = moe_test::upload(eor),
          dslot = moe_test::upload(slot), dd(want.size()), dds(want_s.size());
-    MOE_CUDA_OK(cudaMemset(dd.get(), 0, want.size()));
-    MOE_CUDA_OK(cudaMemset(dds.get(), 0, want_s.size()));
     const node_gpu::params dp{dd.get<std::uint8_t>(),
                               dds.get<std::uint8_t>(),
                               dts.get<quads::tensor_scale>(),
@@ -105,22 +123,33 @@ TEST_SUITE("moe.node.gpu") {
                               rows,
                               cols,
                               0};
-    const int frags = rows * (cols / W);
-    apply_node<<<(frags + 127) / 128, 128>>>(dv.get<float>(), rows, cols, dp);
-    MOE_CUDA_OK(cudaGetLastError());
-    MOE_CUDA_OK(cudaDeviceSynchronize());
-    const auto got = moe_test::download<std::uint8_t>(dd.get(), want.size());
-    const auto got_s = moe_test::download<std::uint8_t>(dds.get(), want_s.size());
-    int bad = 0;
-    for (std::size_t i = 0; i < want.size(); ++i)
-      if (got[i] != want[i] && bad++ < 4)
-        std::printf("  code byte %zu (row %zu): got 0x%02x want 0x%02x\n", i, i / row_bytes, got[i],
-                    want[i]);
-    for (std::size_t i = 0; i < want_s.size(); ++i)
-      if (got_s[i] != want_s[i] && bad++ < 8)
-        std::printf("  scale byte %zu (row %zu): got 0x%02x want 0x%02x\n", i, i / scale_cols,
-                    got_s[i], want_s[i]);
-    CHECK(bad == 0);
+    // one thread per fragment (`apply`), then 16 lanes per block (`apply_group`)
+    for (const bool lanes : {false, true}) {
+      CAPTURE(lanes);
+      MOE_CUDA_OK(cudaMemset(dd.get(), 0, want.size()));
+      MOE_CUDA_OK(cudaMemset(dds.get(), 0, want_s.size()));
+      if (lanes) {
+        const int threads = rows * cols; // one per column
+        apply_node_lanes<<<(threads + 127) / 128, 128>>>(dv.get<float>(), rows, cols, dp);
+      } else {
+        const int frags = rows * (cols / W);
+        apply_node<<<(frags + 127) / 128, 128>>>(dv.get<float>(), rows, cols, dp);
+      }
+      MOE_CUDA_OK(cudaGetLastError());
+      MOE_CUDA_OK(cudaDeviceSynchronize());
+      const auto got = moe_test::download<std::uint8_t>(dd.get(), want.size());
+      const auto got_s = moe_test::download<std::uint8_t>(dds.get(), want_s.size());
+      int bad = 0;
+      for (std::size_t i = 0; i < want.size(); ++i)
+        if (got[i] != want[i] && bad++ < 4)
+          std::printf("  %s: code byte %zu (row %zu): got 0x%02x want 0x%02x\n",
+                      lanes ? "lanes" : "thread", i, i / row_bytes, got[i], want[i]);
+      for (std::size_t i = 0; i < want_s.size(); ++i)
+        if (got_s[i] != want_s[i] && bad++ < 8)
+          std::printf("  %s: scale byte %zu (row %zu): got 0x%02x want 0x%02x\n",
+                      lanes ? "lanes" : "thread", i, i / scale_cols, got_s[i], want_s[i]);
+      CHECK(bad == 0);
+    }
     CHECK(adv.size() < blocks); // the adversarial set fits, random blocks follow
   }
 }

@@ -110,6 +110,30 @@ public:
   static constexpr int input_width = compute_input_width();
   static constexpr int min_width = input_width / width_divisor;
 
+private:
+  // Lanes per fragment: the output block width when every block node has a group form, sees
+  // one column per lane (every width-changing node before it) and the block fits a warp.
+  static consteval int compute_lane_group() {
+    constexpr int G = min_width;
+    if constexpr (G == 1 || G > 32 || (G & (G - 1)) != 0 || element_wise) {
+      return 1;
+    } else {
+      const int mins[] = {detail::min_width_of<Nodes>()..., 1};
+      const int divs[] = {detail::width_divisor_of<Nodes>()..., 1};
+      const bool group[] = {group_node<Nodes>..., true};
+      int narrowed = 1;
+      for (int i = 0; i < size; ++i) {
+        if (mins[i] > 1 && (mins[i] != G || !group[i] || narrowed != width_divisor)) return 1;
+        narrowed *= divs[i];
+      }
+      return G;
+    }
+  }
+
+public:
+  //! Lanes that run one fragment of `input_width` columns together (`apply_group`), or 1.
+  static constexpr int lane_group_size = compute_lane_group();
+
   static_assert(residual_before_width_change(),
                 "quads: rac_residual reads the residual accumulator column by column; put it "
                 "before width-changing nodes such as swiglu");
@@ -123,6 +147,16 @@ public:
   template <int W>
   QUADS_API static constexpr auto apply(const fragment<W>& f, const params& p) {
     return apply_from<0>(f, p);
+  }
+
+  //! One lane's part of a fragment run by `lane_group_size` lanes together (`W = width_divisor`
+  //! input columns each): block nodes through their group form, the others as in `apply`. Every
+  //! lane of the group calls it together (device code).
+  template <int G, int W>
+  QUADS_API static constexpr auto apply_group(const fragment<W>& f, const params& p,
+                                              lane_group<G> g) {
+    static_assert(G == lane_group_size && G > 1, "quads: this chain runs without lane groups");
+    return group_from<0>(f, p, g);
   }
 
   //! The nodes' argument checks in order, for an input of `rows x cols`; nullptr if all pass.
@@ -146,6 +180,20 @@ private:
     } else {
       using node = typename detail::type_at<I, Nodes...>::type;
       return apply_from<I + 1>(apply_node<node>(f, get<I>(p)), p);
+    }
+  }
+
+  template <::cuda::std::size_t I, int W, int G>
+  QUADS_API static constexpr auto group_from(const fragment<W>& f, const params& p,
+                                             lane_group<G> g) {
+    if constexpr (I == sizeof...(Nodes)) {
+      return f;
+    } else {
+      using node = typename detail::type_at<I, Nodes...>::type;
+      if constexpr (detail::min_width_of<node>() > 1)
+        return group_from<I + 1>(node::template apply_group<W, G>(f, get<I>(p), g), p, g);
+      else
+        return group_from<I + 1>(apply_node<node>(f, get<I>(p)), p, g);
     }
   }
 

@@ -95,6 +95,39 @@ template <class N>
 inline constexpr int fragment_width =
     detail::is_element_wise<N>() ? 1 : detail::lcm(detail::node_input_width<N>, 16);
 
+//! `G` consecutive lanes of one warp that hold one fragment together, each lane `W / G` of its
+//! columns (`rank`: this lane's place in the group, `mask`: the group's lanes for `__shfl_sync`).
+//! GEMM epilogues hand lane groups to chains whose every block node (`min_width > 1`) has a group
+//! form (`group_node`): a block of 16 outputs then takes 16 lanes instead of one thread's serial
+//! chain of ~1,000 instructions.
+template <int G>
+struct lane_group {
+  static_assert(G >= 1 && G <= 32 && (G & (G - 1)) == 0,
+                "quads: a lane group is a power of two of at most 32 lanes");
+  static constexpr int size = G;
+  int rank;
+  unsigned mask;
+};
+
+//! A block node's group form: `template <int W, int G> static fragment<W> apply_group(const
+//! fragment<W>&, const params&, lane_group<G>)` for `W = 1`, `G = min_width`: each lane holds
+//! one output column of the block, every lane of the group calls it together, and it writes the
+//! same bytes as `apply` on the whole block. Device code only (it shuffles).
+template <class N>
+concept group_node = detail::has_params<N> && requires(const fragment<1>& f,
+                                                       const typename N::params& p,
+                                                       lane_group<detail::min_width_of<N>()> g) {
+  N::template apply_group<1, detail::min_width_of<N>()>(f, p, g);
+};
+
+//! Lanes per fragment with which GEMM epilogues run `N` (1: one thread per fragment). Chains
+//! say so through `lane_group_size`.
+template <class N>
+inline constexpr int lane_group_size = [] {
+  if constexpr (requires { N::lane_group_size; }) return N::lane_group_size;
+  else return 1;
+}();
+
 //! A composable epilogue step (see the file comment for the requirements).
 template <class N>
 concept epilogue_node =

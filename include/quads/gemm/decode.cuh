@@ -1211,31 +1211,39 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     else __syncthreads();
     QUADS_DECODE_TRACE_POINT(11, warp == 0 && item == 0);
 
-    for (int lf = tid; lf < lf_count; lf += NT) {
+    // One fragment per thread, or per group of G lanes (`epilogue::lane_group_size`: a chain
+    // whose quantize-output block spreads over 16 lanes, each holding WL columns); the loop
+    // bounds are uniform over a group, so its lanes reach the chain together.
+    constexpr int G = epilogue::lane_group_size<Epi>;
+    constexpr int WL = W / G;
+    static_assert(G == 1 || (WL == Epi::width_divisor && 32 % G == 0),
+                  "quads: a lane-grouped epilogue gives each lane one output column");
+    const int sub = tid % G;
+    for (int lf = tid / G; lf < lf_count; lf += NT / G) {
       const int f = lf * splits + split;
       if (f >= frags) break;
       const int m = f / per_row;
       const int nl = (f % per_row) * W;
       const int col = n_cta + nl;
       if (col >= p.N) continue;
-      epilogue::fragment<W> fr;
+      epilogue::fragment<WL> fr;
       fr.row = m0 + m;
-      fr.col = col;
-      fr.count = min(W, p.N - col);
+      fr.col = col + sub * WL;
+      fr.count = max(min(WL, p.N - fr.col), 0);
 #pragma unroll
-      for (int i = 0; i < W; ++i) fr.r[i] = 0.0f;
+      for (int i = 0; i < WL; ++i) fr.r[i] = 0.0f;
       for (int q = 0; q < sources; ++q) {
-        const float* src = recv + slot_of(0, q, lf);
+        const float* src = recv + slot_of(0, q, lf) + sub * WL;
 #pragma unroll
-        for (int i = 0; i < W; ++i) {
+        for (int i = 0; i < WL; ++i) {
           const float v = i < fr.count ? src[i] : 0.0f;
           fr.v[i] = q == 0 ? v : __fadd_rn(fr.v[i], v);
         }
         if constexpr (Epi::reads_residual || T::rac) {
           if (Epi::reads_residual || rac_cols) {
-            const float* srr = recv + slot_of(1, q, lf);
+            const float* srr = recv + slot_of(1, q, lf) + sub * WL;
 #pragma unroll
-            for (int i = 0; i < W; ++i) {
+            for (int i = 0; i < WL; ++i) {
               const float v = i < fr.count ? srr[i] : 0.0f;
               fr.r[i] = q == 0 ? v : __fadd_rn(fr.r[i], v);
             }
@@ -1245,12 +1253,18 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       if constexpr (T::rac && !Epi::reads_residual) {
         if (rac_cols)  // shared residual scale: the residual products join the main sum
 #pragma unroll
-          for (int i = 0; i < W; ++i) {
+          for (int i = 0; i < WL; ++i) {
             fr.v[i] = __fadd_rn(fr.v[i], fr.r[i]);
             fr.r[i] = 0.0f;
           }
       }
-      (void)epilogue::apply_node<Epi>(fr, ep);
+      if constexpr (G > 1) {
+        const int lane_base = lane & ~(G - 1);
+        const unsigned mask = G == 32 ? 0xffffffffu : ((1u << G) - 1u) << lane_base;
+        (void)Epi::apply_group(fr, ep, epilogue::lane_group<G>{sub, mask});
+      } else {
+        (void)epilogue::apply_node<Epi>(fr, ep);
+      }
     }
     QUADS_DECODE_TRACE_POINT(12, warp == 0 && item == 0);
     if (item + 1 < n_items) __syncthreads();  // the receive area (rings) read before refilling

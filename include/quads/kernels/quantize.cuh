@@ -393,6 +393,60 @@ QUADS_DEVICE_API bool turbo_block_f32(const float (&v)[16], tensor_scale ts, blo
                    q);
 }
 
+//! `turbo_block_f32` (the per-block multipliers, no table) with the block spread over the `G`
+//! lanes of `mask`, one value `x` per lane (lane `rank` holds element `rank`; every lane of the
+//! group calls it together). Returns false, in every lane, where `turbo_block_f32` does (a NaN
+//! value, or a tensor scale / scale byte the turbo path does not admit); otherwise `byte` is the
+//! block's scale byte, `code` this element's E2M1 code (the bytes of `turbo_block_f32`: its
+//! general encoder, which equals the saturating one where both apply) and `deq` the element's
+//! `dequantize_block` value, so that RAC's residual needs no decoder.
+template <class Quantizer, int G>
+QUADS_DEVICE_API bool turbo_lane_f32(float x, tensor_scale ts, unsigned mask, std::uint8_t& byte,
+                                     std::uint32_t& code, float& deq) {
+  static_assert(turbo_f32_applies<Quantizer> && G == Quantizer::block_size,
+                "quads: turbo_lane_f32 spreads one 16-element NVFP4-like block over 16 lanes");
+  using F = typename Quantizer::format;
+  bool ok;
+  const float k = turbo_k(ts, ok);
+  float amax = fabsf(x);
+#pragma unroll
+  for (int o = G / 2; o >= 1; o /= 2)
+    amax = fmax_nan(amax, __shfl_xor_sync(mask, amax, o));
+  if (!ok || amax != amax) return false;
+  byte = encode_ue4m3(quads::detail::mul_rn(amax, k));
+  float m, m8;
+  turbo_multipliers(byte, ts.decode, m, m8);
+  if (!(m > 0.0f)) return false;
+  const float s = quads::detail::mul_rn(x, m);  // keeps x's sign (m > 0)
+  const std::uint32_t sign = __float_as_uint(s) & 0x80000000u;
+  code = (e2m1_turbo_t(s) - 298u) | (sign >> 28);
+  const float mag = e2m1_turbo_q(s);
+  deq = quads::detail::mul_rn(
+      quads::detail::mul_rn(__uint_as_float(__float_as_uint(mag) | sign), F::decode_scale(byte)),
+      ts.decode);
+  return true;
+}
+
+//! The two code words of a block whose element `rank` (of `G` = 16 lanes in `mask`) holds
+//! `code`: word `rank / 8` is returned in every lane of that half of the group.
+template <int G>
+QUADS_DEVICE_API std::uint32_t lane_code_word(std::uint32_t code, int rank, unsigned mask) {
+  std::uint32_t w = code << (4 * (rank % 8));
+#pragma unroll
+  for (int o = 1; o < 8; o *= 2)
+    w |= __shfl_xor_sync(mask, w, o);
+  return w;
+}
+
+//! The block of `G` lanes gathered into every lane (for the generic path's rare blocks).
+template <int G>
+QUADS_DEVICE_API void lane_gather(float x, unsigned mask, float (&v)[G]) {
+  const int base = __ffs(mask) - 1;
+#pragma unroll
+  for (int i = 0; i < G; ++i)
+    v[i] = __shfl_sync(mask, x, base + i);
+}
+
 //! Dequantizes a block: `Quantizer::decode` with the scale decoded once per block:
 //! `mul_rn(mul_rn(e2m1(code), decode_scale(byte)), ts.decode)`. `Permute`: the codes through
 //! `decode_e2m1_word` (byte permutes; fewer instructions) instead of `decode_e2m1`. Measured on
