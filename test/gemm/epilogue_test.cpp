@@ -79,6 +79,31 @@ static_assert(qe::fragment_width<qe::chain<qe::scale_alpha, qe::chain<qe::bias<f
 // a chain is a node: nesting keeps the width facts
 static_assert(qe::chain<qe::scale_alpha, qe::chain<qe::swiglu<>, qe::quantize_output<q_given>>>::input_width == 32);
 
+// lane groups (GEMM epilogues give a fragment to `lane_group_size` lanes): only chains whose
+// block nodes all have a group form, with every width change before them
+struct group_block_node {
+  struct arguments {};
+  struct params {};
+  static constexpr int min_width = 16;
+  static constexpr params to_params(const arguments&) noexcept { return {}; }
+  template <int W>
+  static constexpr qe::fragment<W> apply(const qe::fragment<W>& f, const params&) noexcept {
+    return f;
+  }
+  template <int W, int G>
+  static qe::fragment<W> apply_group(const qe::fragment<W>& f, const params&, qe::lane_group<G>);
+};
+static_assert(qe::group_node<group_block_node> && !qe::group_node<qe::quantize_output<q_given>>);
+static_assert(qe::lane_group_size<qe::chain<qe::scale_alpha, qe::swiglu<>, group_block_node>> == 16);
+static_assert(qe::lane_group_size<qe::chain<group_block_node, qe::store<float>>> == 16);
+static_assert(qe::lane_group_size<qe::chain<qe::swiglu<>, qe::quantize_output<q_given>>> == 1);
+static_assert(qe::lane_group_size<qe::chain<qe::scale_alpha, qe::store<float>>> == 1);
+// a width change after the block node would leave a lane two columns of it: no groups
+static_assert(qe::lane_group_size<qe::chain<group_block_node, qe::swiglu<>>> == 1);
+// a nested chain with a group form but a width change inside is not a group node of the outer one
+static_assert(qe::lane_group_size<qe::chain<qe::scale_alpha, qe::chain<qe::swiglu<>, group_block_node>>> == 1);
+static_assert(qe::lane_group_size<qe::chain<qe::scale_alpha, qe::chain<qe::swiglu<>, qe::quantize_output<q_given>>>> == 1);
+
 qgr::accumulators random_acc(std::mt19937_64& g, int M, int N, bool residual) {
   std::normal_distribution<double> d(0.0, 100.0);
   qgr::accumulators a;

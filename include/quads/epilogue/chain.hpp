@@ -152,10 +152,13 @@ public:
   //! One lane's part of a fragment run by `lane_group_size` lanes together (`W = width_divisor`
   //! input columns each): block nodes through their group form, the others as in `apply`. Every
   //! lane of the group calls it together (device code).
-  template <int G, int W>
-  QUADS_API static constexpr auto apply_group(const fragment<W>& f, const params& p,
-                                              lane_group<G> g) {
-    static_assert(G == lane_group_size && G > 1, "quads: this chain runs without lane groups");
+  //! (Constrained rather than asserted, so that `group_node` of a chain nested in another chain
+  //! is false instead of an error when the nested chain has no group form.)
+  template <int W, int G>
+    requires(G == lane_group_size && G > 1 && W == width_divisor)
+  QUADS_API static constexpr fragment<W / width_divisor> apply_group(const fragment<W>& f,
+                                                                     const params& p,
+                                                                     lane_group<G> g) {
     return group_from<0>(f, p, g);
   }
 
