@@ -53,8 +53,7 @@ __global__ void apply_node_lanes(const float* v, int rows, int cols, node_gpu::p
   f.col = (blk % per_row) * G + rank;
   f.count = 1;
   f.v[0] = v[static_cast<std::size_t>(f.row) * cols + f.col];
-  const unsigned mask = 0xffffu << (threadIdx.x % 32 & ~(G - 1u));
-  node_gpu::apply_group<1, G>(f, p, quads::epilogue::lane_group<G>{rank, mask});
+  node_gpu::apply_group<1, G>(f, p, quads::epilogue::lane_group<G>::of_lane(threadIdx.x % 32));
 }
 
 static_assert(quads::epilogue::lane_group_size<qm::gate_up_fp4_epilogue_gpu> == qm::block,

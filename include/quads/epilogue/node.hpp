@@ -107,6 +107,10 @@ struct lane_group {
   static constexpr int size = G;
   int rank;
   unsigned mask;
+  //! The group of warp lane `lane` (groups are aligned runs of G lanes).
+  QUADS_API static constexpr lane_group of_lane(int lane) noexcept {
+    return {lane % G, G == 32 ? 0xffffffffu : ((1u << G) - 1u) << (lane & ~(G - 1))};
+  }
 };
 
 //! A block node's group form: `template <int W, int G> static fragment<W> apply_group(const

@@ -1259,9 +1259,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
           }
       }
       if constexpr (G > 1) {
-        const int lane_base = lane & ~(G - 1);
-        const unsigned mask = G == 32 ? 0xffffffffu : ((1u << G) - 1u) << lane_base;
-        (void)Epi::apply_group(fr, ep, epilogue::lane_group<G>{sub, mask});
+        (void)Epi::apply_group(fr, ep, epilogue::lane_group<G>::of_lane(lane));
       } else {
         (void)epilogue::apply_node<Epi>(fr, ep);
       }

@@ -391,9 +391,9 @@ struct quantize_expert_output_gpu : quantize_expert_output<activation_quantizer>
 
   //! The group form (`epilogue::group_node`): the 16 lanes of `g` hold one block, one output
   //! column each, and write the bytes of `apply` (`kernels::detail::turbo_lane_f32` for Q(h) and
-  //! the residual; a block the turbo path refuses is gathered and quantized by the group's first
-  //! lane on the path `apply` takes). The streaming GEMM epilogue runs it: one thread's block
-  //! was a serial chain of ~1,000 instructions behind three dependent global loads.
+  //! the residual; a block the lane path refuses is gathered and quantized by the group's first
+  //! lane with `apply`'s blocks). The streaming GEMM epilogue runs it: one thread's block was a
+  //! serial chain of ~1,000 instructions behind three dependent global loads.
   template <int W, int G>
   QUADS_DEVICE_API static epilogue::fragment<W> apply_group(const epilogue::fragment<W>& f,
                                                             const params& p,
@@ -401,63 +401,38 @@ struct quantize_expert_output_gpu : quantize_expert_output<activation_quantizer>
     static_assert(W == 1 && G == block, "quads: one column per lane, one block per group");
     namespace kd = ::quads::kernels::detail;
     using Q = activation_quantizer;
-    const int nkb = p.cols / block, nsel = p.selected / block;
-    const int e = p.expert_of_row != nullptr ? p.expert_of_row[f.row] : 0;
-    const tensor_scale ts = p.mode == epilogue::scale_source::expert ? p.scale[e] : p.scale[0];
+    const int e = expert_of(p, f.row);
+    const tensor_scale ts = tensor_scale_of(p, e);
     const int kb = f.col / block;
-    const int j = p.slot != nullptr ? p.slot[static_cast<std::size_t>(e) * nkb + kb] : -1;
-    const int row_cols = p.cols + p.selected;
-    const linear_scales layout{p.rows, row_cols / block};
-    std::uint8_t* row = p.data + static_cast<std::size_t>(f.row) * (row_cols / 2);
-    const std::uint64_t x_index =
-        static_cast<std::uint64_t>(f.row) * static_cast<std::uint64_t>(nkb) + kb;
-    const std::uint64_t r_index =
-        j >= 0 ? compensation::residual_block_index(p.rows, nkb, nsel, f.row, j) : 0;
+    const int j = slot_of(p, e, kb);
     const float x = f.count > 0 ? f.v[0] : 0.0f;
-    // byte rank / 2 of the block's codes from each even lane (no alignment needed)
-    const auto store = [&](int col_block, std::uint32_t word, std::uint8_t scale) {
-      if (g.rank % 2 == 0)
-        row[col_block * (block / 2) + g.rank / 2] =
-            static_cast<std::uint8_t>(word >> (4 * (g.rank % 8)));
-      if (g.rank == 0) p.scales[layout.offset(f.row, col_block)] = scale;
-    };
-    std::uint8_t bx;
-    std::uint32_t cx;
-    float dq;
-    if (!kd::turbo_lane_f32<Q, G>(x, ts, g.mask, bx, cx, dq)) {
+    std::uint8_t bx, br = 0;
+    std::uint32_t cx, cr = 0;
+    float dq, unused;
+    // every lane of the group takes the same branches (the block's values decide)
+    bool ok = kd::turbo_lane_f32<Q, G>(x, ts, g.mask, bx, cx, dq);
+    if (ok && j >= 0)
+      ok = kd::turbo_lane_f32<Q, G>(quads::detail::add_rn(x, -dq), ts, g.mask, br, cr, unused);
+    if (!ok) {
       float v[block];
       kd::lane_gather<G>(x, g.mask, v);
       if (g.rank == 0) {
         packed_block<nvfp4> qx{}, qr{};
-        compensation::residual_quantizer<Q>::quantize_shared(v, ts, j >= 0, p.seed, x_index,
-                                                             r_index, qx, qr);
-        std::memcpy(row + kb * (block / 2), qx.codes, block / 2);
-        p.scales[layout.offset(f.row, kb)] = qx.scale;
-        if (j >= 0) {
-          std::memcpy(row + (p.cols + j * block) / 2, qr.codes, block / 2);
-          p.scales[layout.offset(f.row, nkb + j)] = qr.scale;
-        }
+        detail::turbo_expert_blocks{}(v, ts, j >= 0, p.seed, x_index(p, f.row, kb),
+                                      r_index(p, f.row, j), qx, qr);
+        store_block(p, f.row, kb, j, qx, qr);
       }
       return f;
     }
-    store(kb, kd::lane_code_word<G>(cx, g.rank, g.mask), bx);
-    if (j >= 0) {
-      const float r = quads::detail::add_rn(x, -dq);
-      std::uint8_t br;
-      std::uint32_t cr;
-      float unused;
-      if (kd::turbo_lane_f32<Q, G>(r, ts, g.mask, br, cr, unused)) {
-        store(nkb + j, kd::lane_code_word<G>(cr, g.rank, g.mask), br);
-      } else {
-        float v[block];
-        kd::lane_gather<G>(r, g.mask, v);
-        if (g.rank == 0) {
-          const packed_block<nvfp4> qr = Q::quantize(v, ts, Q::bits_for(p.seed, r_index));
-          std::memcpy(row + (p.cols + j * block) / 2, qr.codes, block / 2);
-          p.scales[layout.offset(f.row, nkb + j)] = qr.scale;
-        }
-      }
-    }
+    // byte rank / 2 of the block's codes from each even lane (no alignment needed)
+    const auto store = [&](int cb, std::uint32_t code, std::uint8_t scale) {
+      const std::uint32_t word = kd::lane_code_word<G>(code, g.rank, g.mask);
+      if (g.rank % 2 == 0)
+        codes_at(p, f.row, cb)[g.rank / 2] = static_cast<std::uint8_t>(word >> (4 * (g.rank % 8)));
+      if (g.rank == 0) *scale_at(p, f.row, cb) = scale;
+    };
+    store(kb, cx, bx);
+    if (j >= 0) store(p.cols / block + j, cr, br);
     return f;
   }
 };

@@ -93,39 +93,76 @@ struct quantize_expert_output {
                                                     const params& p,
                                                     const Blocks& blocks) noexcept {
     static_assert(W % block_size == 0, "quads: quantize_expert_output needs whole blocks");
-    const int nkb = p.cols / block_size, nsel = p.selected / block_size;
-    const int e = p.expert_of_row != nullptr ? p.expert_of_row[f.row] : 0;
-    tensor_scale ts{};
-    if constexpr (is_two_level<format>)
-      ts = p.mode == epilogue::scale_source::expert ? p.scale[e] : p.scale[0];
-    const int row_cols = p.cols + p.selected;
-    const linear_scales layout{p.rows, row_cols / block_size};
-    ::cuda::std::uint8_t* row = p.data + static_cast<::cuda::std::size_t>(f.row) *
-                                             static_cast<::cuda::std::size_t>(row_cols / 2);
+    const int e = expert_of(p, f.row);
+    const tensor_scale ts = tensor_scale_of(p, e);
     for (int b = 0; b < W / block_size; ++b) {
       if (b * block_size >= f.count) break;
       float x[block_size];
       for (int i = 0; i < block_size; ++i)
         x[i] = f.v[b * block_size + i];
       const int kb = (f.col + b * block_size) / block_size;
-      const int j = p.slot != nullptr ? p.slot[static_cast<::cuda::std::size_t>(e) * nkb + kb] : -1;
+      const int j = slot_of(p, e, kb);
       packed_block<format> qx{}, qr{};
-      blocks(x, ts, j >= 0, p.seed,
-             static_cast<::cuda::std::uint64_t>(f.row) * static_cast<::cuda::std::uint64_t>(nkb) +
-                 static_cast<::cuda::std::uint64_t>(kb),
-             j >= 0 ? compensation::residual_block_index(p.rows, nkb, nsel, f.row, j) : 0, qx, qr);
-      if (j >= 0) {
-        ::cuda::std::uint8_t* dst = row + (p.cols + j * block_size) / 2;
-        for (int i = 0; i < block_size / 2; ++i)
-          dst[i] = qr.codes[i];
-        p.scales[layout.offset(f.row, nkb + j)] = qr.scale;
-      }
-      ::cuda::std::uint8_t* dst = row + kb * block_size / 2;
-      for (int i = 0; i < block_size / 2; ++i)
-        dst[i] = qx.codes[i];
-      p.scales[layout.offset(f.row, kb)] = qx.scale;
+      blocks(x, ts, j >= 0, p.seed, x_index(p, f.row, kb), r_index(p, f.row, j), qx, qr);
+      store_block(p, f.row, kb, j, qx, qr);
     }
     return f;
+  }
+
+  // Where the node reads and writes (shared by `apply_with` and device group forms).
+  //! The expert of grouped row `row` (0 without `expert_of_row`).
+  QUADS_API static int expert_of(const params& p, int row) noexcept {
+    return p.expert_of_row != nullptr ? p.expert_of_row[row] : 0;
+  }
+  //! The tensor scale of expert `e`'s rows (unused by one-level formats).
+  QUADS_API static tensor_scale tensor_scale_of(const params& p, int e) noexcept {
+    if constexpr (is_two_level<format>)
+      return p.mode == epilogue::scale_source::expert ? p.scale[e] : p.scale[0];
+    else
+      return tensor_scale{};
+  }
+  //! Residual slot of block `kb` in expert `e`'s set, or -1.
+  QUADS_API static int slot_of(const params& p, int e, int kb) noexcept {
+    return p.slot != nullptr
+               ? p.slot[static_cast<::cuda::std::size_t>(e) * (p.cols / block_size) + kb]
+               : -1;
+  }
+  //! Stochastic block index of Q(x) block `kb`, and of residual slot `j` (0 when j < 0).
+  QUADS_API static ::cuda::std::uint64_t x_index(const params& p, int row, int kb) noexcept {
+    return static_cast<::cuda::std::uint64_t>(row) *
+               static_cast<::cuda::std::uint64_t>(p.cols / block_size) +
+           static_cast<::cuda::std::uint64_t>(kb);
+  }
+  QUADS_API static ::cuda::std::uint64_t r_index(const params& p, int row, int j) noexcept {
+    return j >= 0 ? compensation::residual_block_index(p.rows, p.cols / block_size,
+                                                       p.selected / block_size, row, j)
+                  : 0;
+  }
+  //! Codes and scale byte of output block column `cb` of row `row` (`cb` = kb for Q(x), cols / B
+  //! + j for residual slot j).
+  QUADS_API static ::cuda::std::uint8_t* codes_at(const params& p, int row, int cb) noexcept {
+    const int row_cols = p.cols + p.selected;
+    return p.data + static_cast<::cuda::std::size_t>(row) * static_cast<::cuda::std::size_t>(row_cols / 2) +
+           cb * (block_size / 2);
+  }
+  QUADS_API static ::cuda::std::uint8_t* scale_at(const params& p, int row, int cb) noexcept {
+    return p.scales + linear_scales{p.rows, (p.cols + p.selected) / block_size}.offset(row, cb);
+  }
+  //! Stores Q(x) of block `kb` and, when `j >= 0`, the residual in slot `j`.
+  QUADS_API static void store_block(const params& p, int row, int kb, int j,
+                                    const packed_block<format>& qx,
+                                    const packed_block<format>& qr) noexcept {
+    const int nkb = p.cols / block_size;
+    if (j >= 0) {
+      ::cuda::std::uint8_t* dst = codes_at(p, row, nkb + j);
+      for (int i = 0; i < block_size / 2; ++i)
+        dst[i] = qr.codes[i];
+      *scale_at(p, row, nkb + j) = qr.scale;
+    }
+    ::cuda::std::uint8_t* dst = codes_at(p, row, kb);
+    for (int i = 0; i < block_size / 2; ++i)
+      dst[i] = qx.codes[i];
+    *scale_at(p, row, kb) = qx.scale;
   }
 
   static const char* check(const arguments& a, int rows, int cols) {
