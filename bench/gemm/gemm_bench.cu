@@ -70,8 +70,13 @@ const char* name_of(operand o) {
   return "?";
 }
 
+//! RAC selection of the bench operands: every other block (each 128-deep chunk holds selected
+//! blocks: the worst case of the chunk loop's residual skip), or the last half of K's blocks (the
+//! layout `permutation::selected_to_end` gives: half of the chunks hold none).
+enum class selection { every_other, tail };
+
 void register_decode(operand op, int M, int N, int K, qg::reduction mode, const char* tag = "",
-                     int splits = 0) {
+                     int splits = 0, selection sel = selection::every_other) {
   const bool rac = op == operand::rac_shared || op == operand::rac_own ||
                    op == operand::rac_pair_shared || op == operand::rac_pair_own ||
                    op == operand::rac_tiled_pair_shared;
@@ -105,7 +110,10 @@ void register_decode(operand op, int M, int N, int K, qg::reduction mode, const 
     QUADS_BENCH_TRY(state, cudaMemset(ad.get(), 0x21, ad.size()));
     QUADS_BENCH_TRY(state, cudaMemset(asc.get(), 0x38, asc.size()));
     std::vector<int> slots_h(static_cast<std::size_t>(K / 16), -1);
-    for (int kb = 0, j = 0; kb < K / 16; kb += 2) slots_h[static_cast<std::size_t>(kb)] = j++;
+    if (sel == selection::tail)
+      for (int kb = K / 32, j = 0; kb < K / 16; ++kb) slots_h[static_cast<std::size_t>(kb)] = j++;
+    else
+      for (int kb = 0, j = 0; kb < K / 16; kb += 2) slots_h[static_cast<std::size_t>(kb)] = j++;
     QUADS_BENCH_TRY(state, cudaMemcpy(slot.get(), slots_h.data(), slot.size(), cudaMemcpyHostToDevice));
     const quads::tensor_scale one[2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
     QUADS_BENCH_TRY(state, cudaMemcpy(ts.get(), one, sizeof one, cudaMemcpyHostToDevice));
@@ -261,6 +269,12 @@ void register_gemm_suite() {
                           : sp == 4 ? "/splits4"
                                     : "/splits8",
                           sp);
+  // RAC on a permuted axis (selected blocks at the end of K), against the rows above
+  for (const auto& [N, K] : decode_shapes)
+    for (int M : decode_ms)
+      for (operand op : {operand::rac_shared, operand::rac_tiled_pair_shared})
+        register_decode(op, M, N, K, qg::reduction::deterministic, "/sel:tail", 0,
+                        selection::tail);
   register_grouped(8, 8);
   register_grouped(126, 128);
 }
