@@ -773,7 +773,7 @@ struct stream_groups {
 //! m-tile one after the other, staging the activations once (grid y = n-tile groups).
 template <mma_lane Lane, block_scaled_format WF, class Act, class Epi, int W, bool Aligned, int S,
           int MinBlocks, bool Grouped = false, int FixedTiles = 1, bool DualAcc = false,
-          int KGroups = 1, bool MultiN = false>
+          int KGroups = 1, bool MultiN = false, bool ResidualColumns = false>
 __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1 ? MinBlocks : 1)
     stream_mainloop(const __grid_constant__ decode_params p,
                     const __grid_constant__ typename Epi::params ep,
@@ -787,6 +787,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   static_assert(SL::rows_per_cta % W == 0, "quads: fused epilogue fragments must tile a CTA");
   static_assert(KGroups == 1 || (KGroups == 2 && !Grouped), "quads: KGroups is 1, or 2 (dense)");
   static_assert(!MultiN || Grouped, "quads: several n-tiles per CTA are a grouped-kernel form");
+  static_assert(!ResidualColumns || (Grouped && FixedTiles == 1 && activation_traits<Act>::rac),
+                "quads: ResidualColumns is a form of grouped RAC launches with one token tile");
   static_assert(FixedTiles == 1 || FixedTiles == 2, "quads: one or two n8 token tiles");
   constexpr int NT = SL::threads * KGroups;  // threads of the CTA
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -872,7 +874,10 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     // layout; an m-tile of at most RC tokens takes the columns also where the launch has a
     // residual buffer (an 8-row grouped m-tile holding 1-4 rows), so its chunk loop runs no
     // residual MMA and its staging no residual buffer.
-    constexpr bool residual_buffer_path = T::rac && (nt == 2 || Grouped);
+    // `ResidualColumns`: a grouped launch whose m-tiles all fit the columns (4-row tiles) is
+    // compiled without the residual-buffer path, so its chunk loop is the plain one (two chunks
+    // per iteration, no residual branch).
+    constexpr bool residual_buffer_path = T::rac && !ResidualColumns && (nt == 2 || Grouped);
     const bool launch_cols = T::rac && (!residual_buffer_path || p.rac_cols);
     const bool rac_cols = launch_cols || (T::rac && tokens <= RC);
     uint4* res = rac_cols ? act + SL::stage_slot(nt, 0, RC, 0) : act + nbufs * buf_slots;

@@ -253,12 +253,13 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       gs.table_offset = body;
       gs.n_per_cta = n_per;
       gs.n_tiles = n128;
-      auto launch = [&]<int FT, bool MultiN>() -> cudaError_t {
+      auto launch = [&]<int FT, bool MultiN, bool Cols = false>() -> cudaError_t {
         using namespace detail;
         constexpr auto aligned_kernel =
-            stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT, false, 1, MultiN>;
+            stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, true, FT, false, 1, MultiN, Cols>;
         constexpr auto unaligned_kernel =
-            stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT, false, 1, MultiN>;
+            stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, true, FT, false, 1, MultiN,
+                            Cols>;
         if (const cudaError_t e = raise_stream_smem_limit<aligned_kernel, unaligned_kernel>();
             e != cudaSuccess)
           return fail("quads: grouped_gemm: cannot raise the kernel's dynamic shared memory limit",
@@ -269,7 +270,11 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
                              Epi::to_params(epi), gs);
       };
       // the n8 token tiles and the n-tiles per CTA are template parameters
+      // RAC launches whose m-tiles all take the residual columns (p.rac_cols: 4-row tiles) run
+      // the form without the residual-buffer path
       const auto with_tiles = [&]<bool MultiN>() {
+        if constexpr (AT::rac)
+          if (p.rac_cols) return launch.template operator()<1, MultiN, true>();
         return nt == 1 ? launch.template operator()<1, MultiN>()
                        : launch.template operator()<2, MultiN>();
       };
