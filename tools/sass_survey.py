@@ -56,9 +56,9 @@ def demangle(name):
 def kind(mangled, readable):
     if "stream_mainloop" not in mangled:
         return "other mainloop"
-    # the last template argument of stream_mainloop is MultiN
+    # the last two template arguments of stream_mainloop are MultiN, ResidualColumns
     head = readable.split(">(quads::gemm::detail::decode_params")[0]
-    return "streaming, MultiN" if head.endswith("true") else "streaming"
+    return "streaming, MultiN" if head.rsplit(", ", 2)[1] == "true" else "streaming"
 
 
 def hmma_runs(ops):
