@@ -110,10 +110,9 @@ void register_decode(operand op, int M, int N, int K, qg::reduction mode, const 
     QUADS_BENCH_TRY(state, cudaMemset(ad.get(), 0x21, ad.size()));
     QUADS_BENCH_TRY(state, cudaMemset(asc.get(), 0x38, asc.size()));
     std::vector<int> slots_h(static_cast<std::size_t>(K / 16), -1);
-    if (sel == selection::tail)
-      for (int kb = K / 32, j = 0; kb < K / 16; ++kb) slots_h[static_cast<std::size_t>(kb)] = j++;
-    else
-      for (int kb = 0, j = 0; kb < K / 16; kb += 2) slots_h[static_cast<std::size_t>(kb)] = j++;
+    const bool tail = sel == selection::tail;
+    for (int kb = tail ? K / 32 : 0, j = 0; kb < K / 16; kb += tail ? 1 : 2)
+      slots_h[static_cast<std::size_t>(kb)] = j++;
     QUADS_BENCH_TRY(state, cudaMemcpy(slot.get(), slots_h.data(), slot.size(), cudaMemcpyHostToDevice));
     const quads::tensor_scale one[2] = {{1.0f, 1.0f}, {1.0f, 1.0f}};
     QUADS_BENCH_TRY(state, cudaMemcpy(ts.get(), one, sizeof one, cudaMemcpyHostToDevice));
