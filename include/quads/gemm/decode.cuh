@@ -189,8 +189,7 @@ struct decode_params {
   bool resident;     //!< streaming kernel: the CTA's whole K range of activations staged once
   //! Streaming kernel, RAC with at most 4 tokens: the residual of token n is staged as MMA column
   //! n + 4 of the token tile, so one MMA per step yields both products (no residual buffer, no
-  //! second MMA); the split-K push files columns 4-7 as the residual partials. False: the launch
-  //! has a residual buffer, which m-tiles of at most 4 tokens (8 with two tiles) leave unused.
+  //! second MMA); the split-K push files columns 4-7 as the residual partials.
   bool rac_cols;
 };
 
@@ -869,20 +868,15 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     // [nbufs][buf_slots] after the activations. Dense one-tile calls always take the columns, so
     // their chunk loop holds no residual path.
     constexpr int RC = SL::rac_col_capacity(nt);
-    // Only these instantiations decide the residual placement at run time; the others hold no
-    // residual-buffer path at all. The launch's placement (p.rac_cols) fixes the shared-memory
-    // layout; an m-tile of at most RC tokens takes the columns also where the launch has a
-    // residual buffer (an 8-row grouped m-tile holding 1-4 rows), so its chunk loop runs no
-    // residual MMA and its staging no residual buffer.
-    // `ResidualColumns`: a grouped launch whose m-tiles all fit the columns (4-row tiles) is
-    // compiled without the residual-buffer path, so its chunk loop is the plain one (two chunks
-    // per iteration, no residual branch).
+    // Only these instantiations decide the residual placement at run time (p.rac_cols); the others
+    // hold no residual-buffer path at all. `ResidualColumns`: a grouped launch whose m-tiles all
+    // fit the columns (4-row tiles) is compiled without the residual-buffer path, so its chunk
+    // loop is the plain one (two chunks per iteration, no residual branch).
     constexpr bool residual_buffer_path = T::rac && !ResidualColumns && (nt == 2 || Grouped);
-    const bool launch_cols = T::rac && (!residual_buffer_path || p.rac_cols);
-    const bool rac_cols = launch_cols || (T::rac && tokens <= RC);
+    const bool rac_cols = T::rac && (!residual_buffer_path || p.rac_cols);
     uint4* res = rac_cols ? act + SL::stage_slot(nt, 0, RC, 0) : act + nbufs * buf_slots;
     unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 *
-                                         (T::rac && !launch_cols ? 2 : 1);
+                                         (T::rac && !rac_cols ? 2 : 1);
     const int staged_tokens = rac_cols ? RC : 8 * nt;  // token slots the staging fills
     unsigned char* my_ring = ring + warp * S * SL::stage_bytes;
 
