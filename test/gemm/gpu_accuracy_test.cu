@@ -249,7 +249,7 @@ TEST_CASE("sm90: W4A4 + RAC (b) in slab mode (long K, one split) matches the ref
   for (const shape s : slab) {  // the case is only worth its time on the slab path: the
     // launcher's own rule (the grid at most one wave, so the largest resident footprint allowed)
     const auto plan = qg::plan_decode(s.M, s.N, s.K, false, {1});
-    const int nt = SL::dense_token_tiles(s.M, true);
+    const int nt = SL::token_tiles(s.M, true);
     const int res_bytes =
         SL::resident_bytes(nt, s.M > SL::rac_col_capacity(nt), plan.chunks_per_split);
     const long ctas = static_cast<long>(plan.splits) *

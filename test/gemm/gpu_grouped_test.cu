@@ -624,9 +624,10 @@ TEST_CASE("sm90: grouped W4A4 + RAC with a slot table per expert matches the ref
 }
 
 // K = 9248 (578 blocks: every_other selects 289 for either parity, as the per-expert tables
-// need; 73 chunks, the last partial): the 8- and 16-row RAC m-tiles (residual buffer) cannot keep
-// their activations resident at 1 split (over 64 chunks) nor at 3 (25 chunks of 8 KB), so they
-// stream slabs with their residual tiles; the cases above never reach that path.
+// need; 73 chunks, the last partial): the 8-row (residuals in a second token tile) and 16-row
+// (residual buffer) RAC m-tiles cannot keep their activations resident at 1 split (over 64
+// chunks) nor at 3 (25 chunks of 8 KB), so they stream slabs with their residual tiles; the cases
+// above never reach that path.
 TEST_CASE("sm90: grouped W4A4 + RAC in slab mode (long K) matches the reference") {
   grouped_rac(true, qc::residual_scale::shared, 80, 9248);
   grouped_rac(false, qc::residual_scale::own, 48, 9248);

@@ -14,8 +14,9 @@
 //! C tile each warp writes into its drained ring (`cw[m * 16 + n]`, read back by `c_at`), and the
 //! cluster reduction in split order. RAC with at most 4 tokens uses the kernel's residual columns
 //! (the residual of token n staged as MMA column n + 4; no residual buffer or MMA; columns 4-7
-//! reduced as the residual partials and, for the shared scale, added to the main sum). What it
-//! cannot show: that the device code matches it.
+//! reduced as the residual partials), more tokens a residual buffer whose MMAs accumulate apart;
+//! either way, for the shared scale, the residual partials join the main sum after the
+//! reduction. What it cannot show: that the device code matches it.
 #pragma once
 
 #include "decode_emulation.hpp"
@@ -183,7 +184,7 @@ emu_result emulate_stream(const emu_problem& p, const quads::gemm::decode_plan& 
                     }
                     detail::mma_emulated<Lane>(acc[j], A, B);
                     if (p.kind == act_kind::rac && !rac_cols && flag[static_cast<std::size_t>(i)])
-                      detail::mma_emulated<Lane>(p.own ? acc_r[j] : acc[j], A, BR);
+                      detail::mma_emulated<Lane>(acc_r[j], A, BR);
                   }
               }
             }
@@ -211,7 +212,7 @@ emu_result emulate_stream(const emu_problem& p, const quads::gemm::decode_plan& 
             v = q == 0 ? base[m * 16 + nl % 16] : v + base[m * 16 + nl % 16];
             vr = q == 0 ? base[r_at + nl % 16] : vr + base[r_at + nl % 16];
           }
-          if (rac_cols && !p.own) v = v + vr;  // shared scale: residual partials join the sum
+          if (p.kind == act_kind::rac && !p.own) v = v + vr;  // shared scale: residual joins
           const std::size_t o = static_cast<std::size_t>(m0 + m) * N + col;
           r.acc[o] = v;
           if (p.own) r.acc_r[o] = vr;

@@ -90,11 +90,11 @@ TEST_CASE("token tiles and RAC residual columns: one rule for dense calls and gr
   for (int rows = 1; rows <= SL::tokens_per_cta; ++rows) {
     INFO("rows " << rows);
     CHECK(SL::token_tiles(rows) == (rows <= 8 ? 1 : 2));
-    CHECK(SL::dense_token_tiles(rows, false) == SL::token_tiles(rows));
     // RAC: one tile only while the residual columns fit beside the tokens (4 + 4)
-    const int rac_tiles = SL::dense_token_tiles(rows, true);
+    const int rac_tiles = SL::token_tiles(rows, true);
     CHECK(rac_tiles == (rows <= 4 ? 1 : 2));
-    // a dense RAC call of at most 8 tokens stages its residuals in spare columns
+    // a dense RAC call or grouped RAC m-tile of at most 8 tokens stages its residuals in spare
+    // columns
     if (rows <= 8) CHECK(rows <= SL::rac_col_capacity(rac_tiles));
   }
   // token n's residual is column n + 4 of one n8 tile, or column n of the second tile

@@ -187,9 +187,10 @@ struct decode_params {
   float* ws;
   float* ws_r;
   bool resident;     //!< streaming kernel: the CTA's whole K range of activations staged once
-  //! Streaming kernel, RAC with at most 4 tokens: the residual of token n is staged as MMA column
-  //! n + 4 of the token tile, so one MMA per step yields both products (no residual buffer, no
-  //! second MMA); the split-K push files columns 4-7 as the residual partials.
+  //! Streaming kernel, RAC whose tiles hold at most `stream_layout::rac_col_capacity(nt)` tokens:
+  //! the residual of token n is staged as MMA column n + 4 of the token tile (one tile) or column
+  //! n of the second tile (two), so the token tiles' MMAs yield both products (no residual
+  //! buffer, no second MMA); the split-K push files those columns as the residual partials.
   bool rac_cols;
 };
 
@@ -786,8 +787,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   static_assert(SL::rows_per_cta % W == 0, "quads: fused epilogue fragments must tile a CTA");
   static_assert(KGroups == 1 || (KGroups == 2 && !Grouped), "quads: KGroups is 1, or 2 (dense)");
   static_assert(!MultiN || Grouped, "quads: several n-tiles per CTA are a grouped-kernel form");
-  static_assert(!ResidualColumns || (Grouped && FixedTiles == 1 && activation_traits<Act>::rac),
-                "quads: ResidualColumns is a form of grouped RAC launches with one token tile");
+  static_assert(!ResidualColumns || (Grouped && activation_traits<Act>::rac),
+                "quads: ResidualColumns is a form of grouped RAC launches");
   static_assert(FixedTiles == 1 || FixedTiles == 2, "quads: one or two n8 token tiles");
   constexpr int NT = SL::threads * KGroups;  // threads of the CTA
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -870,8 +871,9 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     constexpr int RC = SL::rac_col_capacity(nt);
     // Only these instantiations decide the residual placement at run time (p.rac_cols); the others
     // hold no residual-buffer path at all. `ResidualColumns`: a grouped launch whose m-tiles all
-    // fit the columns (4-row tiles) is compiled without the residual-buffer path, so its chunk
-    // loop is the plain one (two chunks per iteration, no residual branch).
+    // fit the columns (4-row tiles with one token tile, 8-row tiles with two) is compiled without
+    // the residual-buffer path, so its chunk loop is the plain one (two chunks per iteration, no
+    // residual branch).
     constexpr bool residual_buffer_path = T::rac && !ResidualColumns && (nt == 2 || Grouped);
     const bool rac_cols = T::rac && (!residual_buffer_path || p.rac_cols);
     uint4* res = rac_cols ? act + SL::stage_slot(nt, 0, RC, 0) : act + nbufs * buf_slots;
@@ -1136,15 +1138,13 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
               mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], bv.z, bv.w);
             }
             if constexpr (T::rac) {
+              // the residual's own accumulators for either residual scale: a second MMA
+              // dependency chain beside the token tile's (a shared scale joins the sums in the
+              // epilogue, as the residual columns do)
               if (any_residual) {
                 const uint4 br = r_chunk[slot];
-                if (p.own) {
-                  mma_16816<Lane>(acc_r[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
-                  mma_16816<Lane>(acc_r[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
-                } else {
-                  mma_16816<Lane>(acc[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
-                  mma_16816<Lane>(acc[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
-                }
+                mma_16816<Lane>(acc_r[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
+                mma_16816<Lane>(acc_r[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
               }
             }
           }
@@ -1175,7 +1175,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
         for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], acc2[j][e]);
     namespace cg = cooperative_groups;
     constexpr int per_row = SL::rows_per_cta / W;
-    // main and residual partials (RAC's residual columns file residual partials for either scale)
+    // main and residual partials (RAC files residual partials for either residual scale)
     constexpr int which_count = Epi::reads_residual || T::rac ? 2 : 1;
     static_assert(SL::reduce_floats(W, which_count) * 4 <= SL::warps * S * SL::stage_bytes,
                   "quads: the split-K receive slots must fit the drained weight rings");
@@ -1207,7 +1207,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
           float* dst = splits > 1 ? cg::this_cluster().map_shared_rank(recv, owner) : recv;
           // exact: the fold is a power of two
           dst[slot_of(res_col ? 1 : 0, src, lf) + nl % W] = acc[j][e] * p.fold;
-          if constexpr (Epi::reads_residual)
+          if constexpr (T::rac)
             if (!rac_cols) dst[slot_of(1, src, lf) + nl % W] = acc_r[j][e] * p.fold;
         }
     }
@@ -1243,24 +1243,22 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
           const float v = i < fr.count ? src[i] : 0.0f;
           fr.v[i] = q == 0 ? v : __fadd_rn(fr.v[i], v);
         }
-        if constexpr (Epi::reads_residual || T::rac) {
-          if (Epi::reads_residual || rac_cols) {
-            const float* srr = recv + slot_of(1, q, lf) + sub * WL;
+        if constexpr (T::rac) {
+          const float* srr = recv + slot_of(1, q, lf) + sub * WL;
 #pragma unroll
-            for (int i = 0; i < WL; ++i) {
-              const float v = i < fr.count ? srr[i] : 0.0f;
-              fr.r[i] = q == 0 ? v : __fadd_rn(fr.r[i], v);
-            }
+          for (int i = 0; i < WL; ++i) {
+            const float v = i < fr.count ? srr[i] : 0.0f;
+            fr.r[i] = q == 0 ? v : __fadd_rn(fr.r[i], v);
           }
         }
       }
       if constexpr (T::rac && !Epi::reads_residual) {
-        if (rac_cols)  // shared residual scale: the residual products join the main sum
+        // shared residual scale: the residual products join the main sum
 #pragma unroll
-          for (int i = 0; i < WL; ++i) {
-            fr.v[i] = __fadd_rn(fr.v[i], fr.r[i]);
-            fr.r[i] = 0.0f;
-          }
+        for (int i = 0; i < WL; ++i) {
+          fr.v[i] = __fadd_rn(fr.v[i], fr.r[i]);
+          fr.r[i] = 0.0f;
+        }
       }
       if constexpr (G > 1) {
         (void)Epi::apply_group(fr, ep, epilogue::lane_group<G>::of_lane(lane));
@@ -1563,7 +1561,7 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       // SASS instructions per chunk together with the loop's running pointers).
       // RAC of 5-8 tokens takes two tiles: its residuals fill the second one
       constexpr int FT = Tuning::fixed_tiles;
-      const int nt = stream_layout::dense_token_tiles(M, detail::activation_traits<Act>::rac);
+      const int nt = stream_layout::token_tiles(M, detail::activation_traits<Act>::rac);
       if (FT != 0 && FT != nt)
         return fail("quads: decode_gemm: stream_tuning's FixedTiles does not match M (1: M <= 8, "
                     "or M <= 4 with RAC operands; 2 above)");

@@ -95,13 +95,11 @@ struct stream_layout {
   QUADS_API static constexpr int rac_col_capacity(int ntiles) noexcept {
     return ntiles == 2 ? rac_tile_tokens : rac_col_tokens;
   }
-  //! n8 token tiles of a tile of `rows` <= 16 tokens (a grouped m-tile keeps this count also
-  //! with RAC: 8-row RAC m-tiles take a residual buffer).
-  QUADS_API static constexpr int token_tiles(int rows) noexcept { return rows > 8 ? 2 : 1; }
-  //! n8 token tiles of a dense streaming call of `M` <= 16 tokens: one while its tokens (and RAC
-  //! residual columns) fit one tile, else two.
-  QUADS_API static constexpr int dense_token_tiles(int M, bool rac) noexcept {
-    return rac && M > rac_col_capacity(1) ? 2 : token_tiles(M);
+  //! n8 token tiles of a dense streaming call or grouped m-tile of `rows` <= 16 tokens: one while
+  //! its tokens (and, with `rac`, its RAC residual columns) fit one tile, else two. RAC with 5-8
+  //! rows takes the second tile for its residuals; 9-16 rows take a residual buffer.
+  QUADS_API static constexpr int token_tiles(int rows, bool rac = false) noexcept {
+    return rows > 8 || (rac && rows > rac_col_capacity(1)) ? 2 : 1;
   }
   static constexpr int chunk_k = decode_layout::chunk_k;
   //! Chunks per activation slab in slab mode with `ntiles` n8 token tiles: 8 with one tile (the

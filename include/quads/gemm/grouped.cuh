@@ -136,6 +136,13 @@ inline int grouped_n_tiles_from_env() {
   });
 }
 
+//! `QUADS_GROUPED_RAC_BUFFER` = `1`: RAC launches of 8-row m-tiles stage their residuals in a
+//! residual buffer (one token tile) instead of a second token tile (A/B runs).
+inline bool grouped_rac_buffer_from_env() {
+  return env_override("QUADS_GROUPED_RAC_BUFFER",
+                      [](const char* v) { return v != nullptr && std::strcmp(v, "1") == 0; });
+}
+
 } // namespace detail
 
 //! Runs the grouped GEMM planned by `plan_grouped(max_rows, N, K, experts, residual)` (see the
@@ -218,11 +225,12 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       const bool aligned_k = K % decode_layout::chunk_k == 0;
       const int tile = plan.stream_tile_rows;
       // the n8 token tiles of an m-tile as a template parameter, as in decode_gemm
-      const int nt = SL::token_tiles(tile);
-      // RAC with m-tiles of at most 4 rows: residuals in the token tile's spare MMA columns, as
-      // in decode_gemm (no residual buffer, no second MMA per step); 8 and 16 rows: a residual
-      // buffer (the second tile for 8 rows, as decode_gemm does, measured 3-6 % slower in the
-      // Qwen3-30B-A3B layer at T = 64: H200, 2026-12-01 03:05 UTC)
+      // RAC residuals in spare MMA columns, as in decode_gemm (no residual buffer, no second MMA
+      // per step): m-tiles of at most 4 rows in the token tile's columns 4-7, 8-row m-tiles in a
+      // second token tile; 16 rows: a residual buffer. (The second tile for 8 rows lost 3-6 % in
+      // the Qwen3-30B-A3B layer at T = 64 on the H200, 2026-12-01 03:05 UTC, while its kernel
+      // kept the residual-buffer path's one-chunk loop; it runs the ResidualColumns form now.)
+      const int nt = SL::token_tiles(tile, AT::rac && !detail::grouped_rac_buffer_from_env());
       p.rac_cols = AT::rac && tile <= SL::rac_col_capacity(nt);
       const bool res_buffer = AT::rac && !p.rac_cols;
       const int n128 = (N + SL::rows_per_cta - 1) / SL::rows_per_cta;
@@ -270,11 +278,13 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
                              Epi::to_params(epi), gs);
       };
       // the n8 token tiles and the n-tiles per CTA are template parameters
-      // RAC launches whose m-tiles all take the residual columns (p.rac_cols: 4-row tiles) run
-      // the form without the residual-buffer path
+      // RAC launches whose m-tiles all take the residual columns (p.rac_cols) run the form
+      // without the residual-buffer path
       const auto with_tiles = [&]<bool MultiN>() {
         if constexpr (AT::rac)
-          if (p.rac_cols) return launch.template operator()<1, MultiN, true>();
+          if (p.rac_cols)
+            return nt == 1 ? launch.template operator()<1, MultiN, true>()
+                           : launch.template operator()<2, MultiN, true>();
         return nt == 1 ? launch.template operator()<1, MultiN>()
                        : launch.template operator()<2, MultiN>();
       };

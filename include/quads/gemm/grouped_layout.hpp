@@ -91,7 +91,7 @@ struct grouped_plan {
 //! `experts`: sized by the rows a non-empty expert holds when the rows spread evenly (decode
 //! routings hold 1-2 per expert). 4 when that is at most 2 (RAC then stages its residual in the
 //! tile's spare MMA columns, decode.cuh), 8 up to 4 (one n8 token tile: half the activation
-//! shared memory and MMAs of a 16-row tile), else 16. An expert with more rows than a tile
+//! shared memory and MMAs of a 16-row tile; RAC stages its residuals in a second tile), else 16. An expert with more rows than a tile
 //! takes several m-tiles, each streaming the expert's weights again.
 constexpr int grouped_stream_tile_rows(int max_rows, int experts) noexcept {
   const long busy = experts < max_rows ? experts : max_rows;
