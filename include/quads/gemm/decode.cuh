@@ -787,12 +787,11 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   static_assert(SL::rows_per_cta % W == 0, "quads: fused epilogue fragments must tile a CTA");
   static_assert(KGroups == 1 || (KGroups == 2 && !Grouped), "quads: KGroups is 1, or 2 (dense)");
   static_assert(!MultiN || Grouped, "quads: several n-tiles per CTA are a grouped-kernel form");
-  static_assert(!ResidualColumns || (Grouped && activation_traits<Act>::rac),
-                "quads: ResidualColumns is a form of grouped RAC launches");
+  static_assert(!ResidualColumns || activation_traits<Act>::rac,
+                "quads: ResidualColumns is a form of RAC launches");
   static_assert(FixedTiles == 1 || FixedTiles == 2, "quads: one or two n8 token tiles");
   constexpr int NT = SL::threads * KGroups;  // threads of the CTA
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ int res_flag[SL::max_resident_chunks];  // RAC: chunk has a selected block
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32, lane = tid % 32;
@@ -870,10 +869,10 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     // their chunk loop holds no residual path.
     constexpr int RC = SL::rac_col_capacity(nt);
     // Only these instantiations decide the residual placement at run time (p.rac_cols); the others
-    // hold no residual-buffer path at all. `ResidualColumns`: a grouped launch whose m-tiles all
-    // fit the columns (4-row tiles with one token tile, 8-row tiles with two) is compiled without
-    // the residual-buffer path, so its chunk loop is the plain one (two chunks per iteration, no
-    // residual branch).
+    // hold no residual-buffer path at all. `ResidualColumns`: a launch whose tiles all fit the
+    // columns (dense calls of 5-8 tokens; grouped 4-row tiles with one token tile, 8-row tiles
+    // with two) is compiled without the residual-buffer path, so its chunk loop is the plain one
+    // (two chunks per iteration, no residual MMAs).
     constexpr bool residual_buffer_path = T::rac && !ResidualColumns && (nt == 2 || Grouped);
     const bool rac_cols = T::rac && (!residual_buffer_path || p.rac_cols);
     uint4* res = rac_cols ? act + SL::stage_slot(nt, 0, RC, 0) : act + nbufs * buf_slots;
@@ -1015,24 +1014,6 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
         stage_store<Lane, Act>(su, act + bufi * buf_slots, res + bufi * buf_slots,
                                rf_c * chunk_slots + SL::stage_slot(nt, 0, n, rf_o));
     };
-    // Which chunks hold a selected block, so that the loop skips the residual buffer's MMAs for
-    // the others. The residual columns need no flags (their MMA is the token tile's own), and the
-    // flag loads would hold each thread's first-fill loads behind a round trip to the slot table.
-    auto residual_flags = [&](int first, int count) {  // CTA-local chunks
-      if constexpr (residual_buffer_path) {
-        if (rac_cols) return;
-        for (int c = tid; c < count; c += NT) {
-          const int i = first + c;
-          const int kb0 = (cta_begin + i) * DL::chunk_k / T::block_size;
-          const int nkb = p.K / T::block_size;
-          int any = 0;
-          if (i < cta_chunks)
-            for (int b = 0; b < DL::chunk_k / T::block_size; ++b)
-              if (kb0 + b < nkb && __ldg(slot_table + kb0 + b) >= 0) any = 1;
-          res_flag[resident ? i : i % (2 * SC)] = any;
-        }
-      }
-    };
     staged_unit<Act> pre[batch];
     if (item == 0) {
       // The first fill (the whole K range when resident) spreads its pieces over all threads,
@@ -1040,7 +1021,6 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
       // batch of them in flight: with one token per 16 threads and one chunk per batch it took
       // 6-9 us (several dependent DRAM round trips) before the first MMA (H200 trace, 04:22 UTC).
       const int first_len = resident ? cta_chunks : min(SC, cta_chunks);
-      residual_flags(0, first_len);
       using FP = stage_piece<Lane, Act>;
       constexpr int pieces_per_chunk = 16 / FP::octets;
       constexpr int fill_batch = FP::batch;
@@ -1110,10 +1090,6 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
         issue(i + S, stage);  // chunk i's stage: its bytes are in registers
         stage = next_stage;
         if (!warp_active) continue;
-        bool any_residual = false;
-        if constexpr (T::rac)
-          any_residual = !rac_cols &&
-                         res_flag[resident ? group_off + i : i % (2 * SC)] != 0;
         const uint4* a_chunk = a_chunks + cl * chunk_slots;
         const uint4* r_chunk = r_chunks + cl * chunk_slots;
 #pragma unroll
@@ -1140,8 +1116,13 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
             if constexpr (T::rac) {
               // the residual's own accumulators for either residual scale: a second MMA
               // dependency chain beside the token tile's (a shared scale joins the sums in the
-              // epilogue, as the residual columns do)
-              if (any_residual) {
+              // epilogue, as the residual columns do). Every chunk multiplies its residual tile,
+              // zero where no block is selected: a per-chunk skip flag (read from shared memory)
+              // made ptxas guard each MMA pair with a WARPSYNC, 16 per chunk; a warp-uniform flag
+              // (vote) with a branch around a second loop body, which skips half the chunks'
+              // residual MMAs on a tail selection, was 4-9 % slower at M = 16 than this
+              // (docs/gemm.md, "Twenty-first session").
+              if (!rac_cols) {
                 const uint4 br = r_chunk[slot];
                 mma_16816<Lane>(acc_r[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);
                 mma_16816<Lane>(acc_r[j], ag[2], ag8[2], ag[3], ag8[3], br.z, br.w);
@@ -1151,8 +1132,6 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
         }
       }
       if (next) {
-        const int first = (s + 1) * SC;
-        residual_flags(first, min(SC, nchunks - first));
 #pragma unroll
         for (int u = 0; u < batch; ++u)
           stage_refill_store(pre[u], u, buf ^ 1);
@@ -1455,9 +1434,10 @@ cudaError_t check_and_fill(int M, int N, int K, bool plan_residual, const fp4_we
 #undef QUADS_GEMM_MSG
 
 //! `decode_gemm` on the streaming kernel (one launch: mainloop, cluster split-K reduction, fused
-//! epilogue) with `FT` n8 token tiles; `p` filled and checked by the caller.
+//! epilogue) with `FT` n8 token tiles; `Cols`: RAC residuals in the second tile (5-8 tokens, the
+//! ResidualColumns form); `p` filled and checked by the caller.
 template <mma_lane Lane, block_scaled_format WF, class Act, class Epi, int St, int MinB, int FT,
-          bool DA>
+          bool DA, bool Cols = false>
 cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
                           const typename Epi::arguments& epi, cudaStream_t stream) {
   using ::quads::kernels::detail::fail;
@@ -1468,8 +1448,9 @@ cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
   constexpr int nt = FT;
   const bool aligned_k = K % decode_layout::chunk_k == 0;
   const auto kernel =
-      aligned_k ? stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>
-                : stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA>;
+      aligned_k
+          ? stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 1, false, Cols>
+          : stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 1, false, Cols>;
   const unsigned n_tiles = static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta);
   const unsigned m_tiles = static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
   const int ctas = plan.splits * static_cast<int>(n_tiles * m_tiles);
@@ -1483,14 +1464,16 @@ cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
   // loop is latency-bound per warp, and 8 warps per SM left it at ~0.5 us per chunk (H200,
   // 04:30 UTC trace; 16 warps moved 1.4x the bytes per SM).
   const auto kernel2 =
-      aligned_k ? stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2>
-                : stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2>;
+      aligned_k
+          ? stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2, false, Cols>
+          : stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2, false, Cols>;
   const int res2_bytes = res_bytes + SL::warps * St * SL::stage_bytes;
   if (ctas <= stream_sms() && plan.chunks_per_split >= 8 &&
       stream_resident(plan.chunks_per_split, res2_bytes, ctas)) {
     if (const cudaError_t e = raise_stream_smem_limit<
-            stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2>,
-            stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2>>();
+            stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 2, false, Cols>,
+            stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 2, false,
+                            Cols>>();
         e != cudaSuccess)
       return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit", e);
     if (clusters_fit(kernel2, plan.splits, res2_bytes, ctas / plan.splits, 2 * SL::threads)) {
@@ -1503,8 +1486,8 @@ cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
   // and keeps the CTAs of the grid resident together; else double-buffered slabs.
   p.resident = stream_resident(plan.chunks_per_split, res_bytes, ctas);
   if (const cudaError_t e = raise_stream_smem_limit<
-          stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA>,
-          stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA>>();
+          stream_mainloop<Lane, WF, Act, Epi, W, true, St, MinB, false, FT, DA, 1, false, Cols>,
+          stream_mainloop<Lane, WF, Act, Epi, W, false, St, MinB, false, FT, DA, 1, false, Cols>>();
       e != cudaSuccess)
     return fail("quads: decode_gemm: cannot raise the kernel's dynamic shared memory limit", e);
   // resident activations only if every cluster of the grid fits at once; else the slabs'
@@ -1568,6 +1551,12 @@ cudaError_t decode_gemm(const decode_plan& plan, const fp4_weights<WF>& w, const
       if (nt == 1)
         return detail::decode_stream<Lane, WF, Act, Epi, Tuning::stages, Tuning::min_blocks,
                                      FT == 0 ? 1 : FT, Tuning::dual_acc>(plan, p, epi, stream);
+      // RAC of 5-8 tokens: the form without the residual-buffer path (plain two-chunk loop)
+      if constexpr (detail::activation_traits<Act>::rac)
+        if (M <= stream_layout::rac_col_capacity(2))
+          return detail::decode_stream<Lane, WF, Act, Epi, Tuning::stages, Tuning::min_blocks,
+                                       FT == 0 ? 2 : FT, Tuning::dual_acc, true>(plan, p, epi,
+                                                                                  stream);
       return detail::decode_stream<Lane, WF, Act, Epi, Tuning::stages, Tuning::min_blocks,
                                    FT == 0 ? 2 : FT, Tuning::dual_acc>(plan, p, epi, stream);
     }
