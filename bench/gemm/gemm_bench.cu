@@ -71,8 +71,8 @@ const char* name_of(operand o) {
 }
 
 //! RAC selection of the bench operands: every other block (each 128-deep chunk holds selected
-//! blocks: the worst case of the chunk loop's residual skip), or the last half of K's blocks (the
-//! layout `permutation::selected_to_end` gives: half of the chunks hold none).
+//! blocks), or the last half of K's blocks (the layout `permutation::selected_to_end` gives: half
+//! of the chunks hold none; the residual-buffer loop multiplies their zero residuals all the same).
 enum class selection { every_other, tail };
 
 void register_decode(operand op, int M, int N, int K, qg::reduction mode, const char* tag = "",
