@@ -14,9 +14,10 @@
 //! C tile each warp writes into its drained ring (`cw[m * 16 + n]`, read back by `c_at`), and the
 //! cluster reduction in split order. RAC with at most 4 tokens uses the kernel's residual columns
 //! (the residual of token n staged as MMA column n + 4; no residual buffer or MMA; columns 4-7
-//! reduced as the residual partials), more tokens a residual buffer whose MMAs accumulate apart;
-//! either way, for the shared scale, the residual partials join the main sum after the
-//! reduction. What it cannot show: that the device code matches it.
+//! reduced as the residual partials), more tokens a residual buffer whose MMAs accumulate apart
+//! (the kernel stages the residuals of 5-8 tokens in a second token tile instead: the same
+//! products in the same order); either way, for the shared scale, the residual partials join the
+//! main sum after the reduction. What it cannot show: that the device code matches it.
 #pragma once
 
 #include "decode_emulation.hpp"

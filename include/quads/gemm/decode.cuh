@@ -187,11 +187,6 @@ struct decode_params {
   float* ws;
   float* ws_r;
   bool resident;     //!< streaming kernel: the CTA's whole K range of activations staged once
-  //! Streaming kernel, RAC whose tiles hold at most `stream_layout::rac_col_capacity(nt)` tokens:
-  //! the residual of token n is staged as MMA column n + 4 of the token tile (one tile) or column
-  //! n of the second tile (two), so the token tiles' MMAs yield both products (no residual
-  //! buffer, no second MMA); the split-K push files those columns as the residual partials.
-  bool rac_cols;
 };
 
 //! One `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}` with fp32 accumulation in place.
@@ -862,19 +857,18 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     const int buf_slots = slab_len * chunk_slots;
     const int nbufs = resident ? 1 : 2;
     uint4* act = reinterpret_cast<uint4*>(smem_raw);  // [nbufs][buf_slots]
-    // RAC residuals (p.rac_cols): with one token tile (at most 4 tokens) the MMA column of token
-    // n + 4 (16 slots after the token's own: stage_slot's lane (n % 8) * 4 + o / 4); with two tiles
-    // (dense calls of 5-8 tokens) the second tile (128 slots after); else a residual buffer
-    // [nbufs][buf_slots] after the activations. Dense one-tile calls always take the columns, so
-    // their chunk loop holds no residual path.
+    // RAC residuals in spare MMA columns (rac_cols): with one token tile (at most 4 tokens) the
+    // MMA column of token n + 4 (16 slots after the token's own: stage_slot's lane (n % 8) * 4 +
+    // o / 4); with two tiles (dense calls of 5-8 tokens, grouped 8-row m-tiles) the second tile
+    // (128 slots after); the token tiles' MMAs then yield both products and the split-K push files
+    // those columns as the residual partials. Else a residual buffer [nbufs][buf_slots] after the
+    // activations, with a second MMA per step. The placement is compile-time: the launchers pick
+    // `ResidualColumns` exactly when every tile fits the columns (`rac_col_capacity`), and dense
+    // one-tile calls (at most 4 RAC tokens) always fit; so a residual-buffer kernel holds no
+    // column code and a column kernel no buffer code (the plain two-chunk loop).
     constexpr int RC = SL::rac_col_capacity(nt);
-    // Only these instantiations decide the residual placement at run time (p.rac_cols); the others
-    // hold no residual-buffer path at all. `ResidualColumns`: a launch whose tiles all fit the
-    // columns (dense calls of 5-8 tokens; grouped 4-row tiles with one token tile, 8-row tiles
-    // with two) is compiled without the residual-buffer path, so its chunk loop is the plain one
-    // (two chunks per iteration, no residual MMAs).
     constexpr bool residual_buffer_path = T::rac && !ResidualColumns && (nt == 2 || Grouped);
-    const bool rac_cols = T::rac && (!residual_buffer_path || p.rac_cols);
+    constexpr bool rac_cols = T::rac && !residual_buffer_path;
     uint4* res = rac_cols ? act + SL::stage_slot(nt, 0, RC, 0) : act + nbufs * buf_slots;
     unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 *
                                          (T::rac && !rac_cols ? 2 : 1);
@@ -1454,10 +1448,9 @@ cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
   const unsigned n_tiles = static_cast<unsigned>((N + SL::rows_per_cta - 1) / SL::rows_per_cta);
   const unsigned m_tiles = static_cast<unsigned>((M + SL::tokens_per_cta - 1) / SL::tokens_per_cta);
   const int ctas = plan.splits * static_cast<int>(n_tiles * m_tiles);
-  // RAC residuals in spare MMA columns (tokens 4-7 of one tile, or the second tile) while the
-  // call fits them; a residual buffer above
-  p.rac_cols = AT::rac && M <= SL::rac_col_capacity(nt);
-  const bool res_buffer = AT::rac && !p.rac_cols;
+  // RAC residuals in spare MMA columns (tokens 4-7 of one tile; `Cols`: the second tile), else
+  // (9-16 tokens) a residual buffer: decode_gemm picks the form by rac_col_capacity
+  constexpr bool res_buffer = AT::rac && !Cols && nt == 2;
   const int res_bytes = SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St);
   // Two k-groups (16 warps) per CTA when the grid leaves at most one CTA per SM, every k-group
   // keeps >= 4 chunks and the activations stay resident next to the doubled rings: the chunk

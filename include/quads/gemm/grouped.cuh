@@ -231,8 +231,8 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       // the Qwen3-30B-A3B layer at T = 64 on the H200, 2026-12-01 03:05 UTC, while its kernel
       // kept the residual-buffer path's one-chunk loop; it runs the ResidualColumns form now.)
       const int nt = SL::token_tiles(tile, AT::rac && !detail::grouped_rac_buffer_from_env());
-      p.rac_cols = AT::rac && tile <= SL::rac_col_capacity(nt);
-      const bool res_buffer = AT::rac && !p.rac_cols;
+      const bool rac_cols = AT::rac && tile <= SL::rac_col_capacity(nt);
+      const bool res_buffer = AT::rac && !rac_cols;
       const int n128 = (N + SL::rows_per_cta - 1) / SL::rows_per_cta;
       const long ctas = static_cast<long>(plan.splits) * n128 * plan.stream_m_tiles;
       const int table_bytes = (2 * (E + 1) + SL::warps) * 4;
@@ -278,11 +278,11 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
                              Epi::to_params(epi), gs);
       };
       // the n8 token tiles and the n-tiles per CTA are template parameters
-      // RAC launches whose m-tiles all take the residual columns (p.rac_cols) run the form
-      // without the residual-buffer path
+      // RAC launches whose m-tiles all take the residual columns run the `ResidualColumns` form
+      // (the kernel's placement is compile-time: the other form holds the residual buffer only)
       const auto with_tiles = [&]<bool MultiN>() {
         if constexpr (AT::rac)
-          if (p.rac_cols)
+          if (rac_cols)
             return nt == 1 ? launch.template operator()<1, MultiN, true>()
                            : launch.template operator()<2, MultiN, true>();
         return nt == 1 ? launch.template operator()<1, MultiN>()
