@@ -96,6 +96,13 @@ TEST_CASE("token tiles and RAC residual columns: one rule for dense calls and gr
     // a dense RAC call or grouped RAC m-tile of at most 8 tokens stages its residuals in spare
     // columns
     if (rows <= 8) CHECK(rows <= SL::rac_col_capacity(rac_tiles));
+    // a residual buffer (second MMA per step) above 8 rows only: decode_gemm runs one-tile calls
+    // without `ResidualColumns` and 5-8 tokens with it; grouped_gemm passes it when the m-tile
+    // fits the columns
+    const bool cols = rows <= SL::rac_col_capacity(rac_tiles);
+    CHECK(SL::residual_buffer(true, rac_tiles == 2 && cols, rac_tiles, false) == (rows > 8));
+    CHECK(SL::residual_buffer(true, cols, rac_tiles, true) == (rows > 8));
+    CHECK_FALSE(SL::residual_buffer(false, false, rac_tiles, true));
   }
   // token n's residual is column n + 4 of one n8 tile, or column n of the second tile
   CHECK(SL::rac_col_capacity(1) == 4);

@@ -867,7 +867,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     // one-tile calls (at most 4 RAC tokens) always fit; so a residual-buffer kernel holds no
     // column code and a column kernel no buffer code (the plain two-chunk loop).
     constexpr int RC = SL::rac_col_capacity(nt);
-    constexpr bool residual_buffer_path = T::rac && !ResidualColumns && (nt == 2 || Grouped);
+    constexpr bool residual_buffer_path = SL::residual_buffer(T::rac, ResidualColumns, nt, Grouped);
     constexpr bool rac_cols = T::rac && !residual_buffer_path;
     uint4* res = rac_cols ? act + SL::stage_slot(nt, 0, RC, 0) : act + nbufs * buf_slots;
     unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 *
@@ -1450,7 +1450,7 @@ cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
   const int ctas = plan.splits * static_cast<int>(n_tiles * m_tiles);
   // RAC residuals in spare MMA columns (tokens 4-7 of one tile; `Cols`: the second tile), else
   // (9-16 tokens) a residual buffer: decode_gemm picks the form by rac_col_capacity
-  constexpr bool res_buffer = AT::rac && !Cols && nt == 2;
+  constexpr bool res_buffer = SL::residual_buffer(AT::rac, Cols, nt, false);
   const int res_bytes = SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St);
   // Two k-groups (16 warps) per CTA when the grid leaves at most one CTA per SM, every k-group
   // keeps >= 4 chunks and the activations stay resident next to the doubled rings: the chunk

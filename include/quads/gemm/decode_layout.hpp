@@ -95,6 +95,14 @@ struct stream_layout {
   QUADS_API static constexpr int rac_col_capacity(int ntiles) noexcept {
     return ntiles == 2 ? rac_tile_tokens : rac_col_tokens;
   }
+  //! Whether a streaming-kernel instantiation stages RAC residuals in a residual buffer (a second
+  //! MMA per step) rather than in spare MMA columns: RAC operands without the `ResidualColumns`
+  //! form, in two token tiles or in a grouped launch. The kernel's compile-time placement and both
+  //! launchers' shared-memory sizes read it from here.
+  QUADS_API static constexpr bool residual_buffer(bool rac, bool residual_columns, int ntiles,
+                                                  bool grouped) noexcept {
+    return rac && !residual_columns && (ntiles == 2 || grouped);
+  }
   //! n8 token tiles of a dense streaming call or grouped m-tile of `rows` <= 16 tokens: one while
   //! its tokens (and, with `rac`, its RAC residual columns) fit one tile, else two. RAC with 5-8
   //! rows takes the second tile for its residuals; 9-16 rows take a residual buffer.

@@ -232,7 +232,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       // kept the residual-buffer path's one-chunk loop; it runs the ResidualColumns form now.)
       const int nt = SL::token_tiles(tile, AT::rac && !detail::grouped_rac_buffer_from_env());
       const bool rac_cols = AT::rac && tile <= SL::rac_col_capacity(nt);
-      const bool res_buffer = AT::rac && !rac_cols;
+      const bool res_buffer = SL::residual_buffer(AT::rac, rac_cols, nt, true);
       const int n128 = (N + SL::rows_per_cta - 1) / SL::rows_per_cta;
       const long ctas = static_cast<long>(plan.splits) * n128 * plan.stream_m_tiles;
       const int table_bytes = (2 * (E + 1) + SL::warps) * 4;
