@@ -871,7 +871,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     constexpr bool rac_cols = T::rac && !residual_buffer_path;
     uint4* res = rac_cols ? act + SL::stage_slot(nt, 0, RC, 0) : act + nbufs * buf_slots;
     unsigned char* ring = smem_raw + static_cast<std::size_t>(nbufs) * buf_slots * 16 *
-                                         (T::rac && !rac_cols ? 2 : 1);
+                                         (residual_buffer_path ? 2 : 1);
     const int staged_tokens = rac_cols ? RC : 8 * nt;  // token slots the staging fills
     unsigned char* my_ring = ring + warp * S * SL::stage_bytes;
 
