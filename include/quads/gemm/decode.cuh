@@ -709,8 +709,9 @@ __device__ __forceinline__ void grouped_prefix(const grouped_sched& s, int* off,
   for (int i = 0; i < per; ++i) {
     const int e = tid * per + i;
     if (e < E) {
-      const int lo = clamp_row(s.offsets[e]);
-      const int hi = clamp_row(s.offsets[e + 1]);
+      // L2 loads: a programmatic launch reads the offsets before `pdl_wait` (see stream_mainloop)
+      const int lo = clamp_row(__ldcg(s.offsets + e));
+      const int hi = clamp_row(__ldcg(s.offsets + e + 1));
       off[e] = lo;
       if (e == E - 1) off[E] = hi;
       local += m_tiles(hi - lo);
@@ -732,9 +733,7 @@ __device__ __forceinline__ void grouped_prefix(const grouped_sched& s, int* off,
     const int e = tid * per + i;
     if (e < E) {
       prefix[e] = before;
-      const int lo = clamp_row(s.offsets[e]);
-      const int hi = clamp_row(s.offsets[e + 1]);
-      before += m_tiles(hi - lo);
+      before += m_tiles(off[e + 1] - off[e]);  // written before the scan's barrier
       if (e == E - 1) prefix[E] = before;
     }
   }
@@ -793,6 +792,10 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   const int kg = warp / SL::warps, row_warp = warp % SL::warps;  // k-group, row-warp
   const int g = lane / 4, t = lane % 4;
   QUADS_DECODE_TRACE_POINT(0, warp == 0);
+  // Programmatic launches (`grouped_plan::programmatic`): the next kernel of the stream may place
+  // its CTAs as this grid's retire. Before `pdl_wait` (after the first ring fill) the kernel
+  // reads only what the previous kernel of the stream cannot write: weights and expert offsets.
+  ::quads::kernels::detail::pdl_release();
   const int split = static_cast<int>(blockIdx.x);
   const int splits = static_cast<int>(gridDim.x);
   // the CTA's 128-row n-tiles [n_first, n_first + n_items): one unless `MultiN` (its own
@@ -983,6 +986,8 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     // --- prologue: ring stages in flight, then the first slab (or all of the range) staged ------
 #pragma unroll
     for (int i = 0; i < S - 1; ++i) issue(i, i);
+    // the activations (and everything after) may come from the previous kernel of the stream
+    ::quads::kernels::detail::pdl_wait();
 
     // Slab refills (KGroups == 1): thread tid stages slab chunk tid % SC, octet tid / SC % 16 of
     // tokens tid / (16 SC) + rf_step u (u < batch). A decode call's single token is then one unit

@@ -66,6 +66,14 @@ struct grouped_plan {
   //! once (resident activations only; slab-mode launches take 1). 0: the launcher's rule
   //! (`grouped_n_tiles_per_cta`); plan_grouped leaves 0, tests and benchmarks set it.
   int n_tiles_per_cta = 0;
+  //! Launch the streaming kernel as a programmatic dependent of the stream's previous kernel
+  //! (PDL, sm_90): its CTAs may start while that kernel finishes, read `expert_offsets` and
+  //! prefetch weights, and wait for it (`griddepcontrol.wait`) before reading the activations or
+  //! writing anything. So the offsets (and weights) must be complete before the previous kernel
+  //! can start: written by a kernel that the previous one (or one before it) waited for before
+  //! releasing its dependents, as routing is in `moe::forward`. plan_grouped leaves false; the
+  //! persistent fallback kernel always launches plainly.
+  bool programmatic = false;
   ::cuda::std::size_t workspace_bytes = 0;
 
   constexpr ::cuda::std::size_t partial_floats() const noexcept {

@@ -154,22 +154,30 @@ inline cudaError_t launch_kernel(bool programmatic, void (*kernel)(Params...), d
 
 //! The launch configuration of a grid (cluster_x, y, z) whose x dimension is one thread-block
 //! cluster of `cluster_x` CTAs (no cluster attribute for one), `threads` per CTA, `smem` dynamic
-//! bytes. Not copyable: `cfg.attrs` points into the object.
+//! bytes; `programmatic` adds the programmatic-stream-serialization attribute (see above). Not
+//! copyable: `cfg.attrs` points into the object.
 struct cluster_launch_config {
   cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr[1]{};
+  cudaLaunchAttribute attr[2]{};
   cluster_launch_config(int cluster_x, unsigned y, unsigned z, int threads, int smem,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, bool programmatic = false) {
     cfg.gridDim = dim3(static_cast<unsigned>(cluster_x), y, z);
     cfg.blockDim = dim3(static_cast<unsigned>(threads));
     cfg.dynamicSmemBytes = static_cast<std::size_t>(smem);
     cfg.stream = stream;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(cluster_x);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = cluster_x > 1 ? 1 : 0;
+    if (cluster_x > 1) {
+      cudaLaunchAttribute& a = attr[cfg.numAttrs++];
+      a.id = cudaLaunchAttributeClusterDimension;
+      a.val.clusterDim.x = static_cast<unsigned>(cluster_x);
+      a.val.clusterDim.y = 1;
+      a.val.clusterDim.z = 1;
+    }
+    if (programmatic) {
+      cudaLaunchAttribute& a = attr[cfg.numAttrs++];
+      a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      a.val.programmaticStreamSerializationAllowed = 1;
+    }
   }
   cluster_launch_config(const cluster_launch_config&) = delete;
   cluster_launch_config& operator=(const cluster_launch_config&) = delete;
@@ -178,13 +186,20 @@ struct cluster_launch_config {
 //! Launches `kernel` on grid (cluster_x, y, z) as `cluster_launch_config` describes; reports a
 //! refused launch (`fail`) or the launch's own error (`after_launch`).
 template <class... Params, class... Args>
-cudaError_t launch_clustered(void (*kernel)(Params...), int cluster_x, unsigned y, unsigned z,
-                             int threads, int smem, cudaStream_t stream, Args&&... args) {
-  const cluster_launch_config c(cluster_x, y, z, threads, smem, stream);
+cudaError_t launch_clustered(void (*kernel)(Params...), const cluster_launch_config& c,
+                             Args&&... args) {
   if (const cudaError_t e = cudaLaunchKernelEx(&c.cfg, kernel, static_cast<Args&&>(args)...);
       e != cudaSuccess)
     return fail(cudaGetErrorString(e), e);
   return after_launch();
+}
+
+//! `launch_clustered` of a plain (non-programmatic) launch.
+template <class... Params, class... Args>
+cudaError_t launch_clustered(void (*kernel)(Params...), int cluster_x, unsigned y, unsigned z,
+                             int threads, int smem, cudaStream_t stream, Args&&... args) {
+  return launch_clustered(kernel, cluster_launch_config(cluster_x, y, z, threads, smem, stream),
+                          static_cast<Args&&>(args)...);
 }
 
 } // namespace detail

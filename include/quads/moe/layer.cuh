@@ -121,6 +121,10 @@ struct layer_tuning {
   gemm::decode_options down{};
   //! Kernel of both grouped GEMMs (`automatic`: the grouped launcher's rule; tests pick one).
   gemm::grouped_kernel kernel = gemm::grouped_kernel::automatic;
+  //! Chain the W4A4 / W4A16 stages with programmatic dependent launch (sm_90): each kernel's CTAs
+  //! start while the previous stage finishes (the grouped GEMMs read the routing offsets and
+  //! prefetch their first weight chunks before waiting). `QUADS_MOE_PDL=0` turns it off (A/B).
+  bool programmatic = true;
 };
 
 //! The launch plan of one layer call (host only). Workspace regions are 256-byte aligned offsets.
@@ -136,10 +140,17 @@ struct layer_plan {
   std::size_t off_routing = 0, off_routing_ws = 0, off_a1 = 0, off_a1s = 0, off_h = 0, off_hs = 0,
               off_y = 0, off_gemm = 0;
   std::size_t workspace_bytes = 0;
+  bool programmatic = false; //!< `layer_tuning::programmatic` (and the environment), see there
   bool valid = false;
 };
 
 namespace detail {
+
+//! `QUADS_MOE_PDL` = `0` turns `layer_tuning::programmatic` off (A/B runs in one binary).
+inline bool pdl_disabled_from_env() {
+  return gemm::detail::env_override(
+      "QUADS_MOE_PDL", [](const char* v) { return v != nullptr && std::strcmp(v, "0") == 0; });
+}
 
 inline std::size_t align_up(std::size_t b) { return (b + 255) / 256 * 256; }
 
@@ -169,6 +180,7 @@ __global__ void __launch_bounds__(256)
     gather_rows_kernel(const std::uint8_t* __restrict__ src, const std::uint8_t* __restrict__ src_s,
                        std::uint8_t* __restrict__ dst, std::uint8_t* __restrict__ dst_s, int rows,
                        int k, int row_bytes, int scale_bytes, const int* __restrict__ pair_of_row) {
+  ::quads::kernels::detail::pdl_enter(); // launched programmatically after the routing
   const int warps = static_cast<int>(blockDim.x / 32);
   const int lane = static_cast<int>(threadIdx.x % 32);
   for (int r = static_cast<int>(blockIdx.x) * warps + static_cast<int>(threadIdx.x / 32); r < rows;
@@ -242,6 +254,9 @@ __global__ void __launch_bounds__(256)
       qx.scale = px.scale;
       qr.scale = pr.scale;
     }
+    // x, its scale and the slot table are older than the routing (the stream's previous kernel,
+    // which a programmatic launch overlaps); its rows are not
+    kd::pdl_enter();
     for (int p = 0; p < k; ++p) {
       const std::size_t r = static_cast<std::size_t>(__ldg(row_of_pair + t * k + p));
       std::uint8_t* row = out + r * row_bytes;
@@ -296,6 +311,7 @@ template <int = 0> // a template, so the header can be in several TUs
 __global__ void __launch_bounds__(256)
     combine_kernel(const float* __restrict__ y, const int* __restrict__ row_of_pair, int tokens,
                    int k, int H, __nv_bfloat16* __restrict__ out, float* __restrict__ out_f32) {
+  ::quads::kernels::detail::pdl_enter(); // launched programmatically after the down GEMM
   const int per_row = H / 4;
   const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= static_cast<long long>(tokens) * per_row) return;
@@ -467,6 +483,9 @@ layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_con
     p.gu.kernel = tune.kernel;
     p.dn.kernel = tune.kernel;
   }
+  p.programmatic = tune.programmatic && !detail::pdl_disabled_from_env();
+  p.gu.programmatic = p.programmatic;
+  p.dn.programmatic = p.programmatic;
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
     const std::size_t o = off;
@@ -606,9 +625,13 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
       const long long blocks = static_cast<long long>(T) * (H / block); // one thread per block
       const unsigned grid =
           static_cast<unsigned>(blocks / 256 + 1 < 132LL * 16 ? blocks / 256 + 1 : 132LL * 16);
-      detail::gather_quantize_kernel<rac><<<grid, 256, 0, stream>>>(
-          io.x, T, H, rv.row_of_pair, k, rac ? num.gate_up_sel.slot : nullptr,
-          plan.gu_selected / block, num.x_scale, a1, a1s, 0);
+      if (const cudaError_t e = kd::launch_kernel(
+              plan.programmatic, detail::gather_quantize_kernel<rac>, dim3(grid), dim3(256), 0,
+              stream, io.x, T, H, static_cast<const int*>(rv.row_of_pair), k,
+              static_cast<const int*>(rac ? num.gate_up_sel.slot : nullptr),
+              plan.gu_selected / block, num.x_scale, a1, a1s, std::uint64_t{0});
+          e != cudaSuccess)
+        return kd::fail(cudaGetErrorString(e), e);
     }
     mark(1);
     // the two grouped GEMMs on weights of format WF with MMA lanes Lane (the weight form)
@@ -681,9 +704,14 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
   } else {
     auto* a1 = reinterpret_cast<__nv_bfloat16*>(base + plan.off_a1);
     auto* h = reinterpret_cast<__nv_bfloat16*>(base + plan.off_h);
-    detail::gather_rows_kernel<><<<gather_grid, 256, 0, stream>>>(
-        reinterpret_cast<const std::uint8_t*>(io.x), nullptr, reinterpret_cast<std::uint8_t*>(a1),
-        nullptr, n, k, H * 2, 0, rv.pair_of_row);
+    if (const cudaError_t e = kd::launch_kernel(
+            plan.programmatic, detail::gather_rows_kernel<>, dim3(gather_grid), dim3(256), 0,
+            stream, reinterpret_cast<const std::uint8_t*>(io.x),
+            static_cast<const std::uint8_t*>(nullptr), reinterpret_cast<std::uint8_t*>(a1),
+            static_cast<std::uint8_t*>(nullptr), n, k, H * 2, 0,
+            static_cast<const int*>(rv.pair_of_row));
+        e != cudaSuccess)
+      return kd::fail(cudaGetErrorString(e), e);
     mark(1);
     const gate_up_bf16_epilogue::arguments gu_epi{
         gu_alpha, {}, {io.h_pre, I}, {reinterpret_cast<bf16_t*>(h), I}};
@@ -717,8 +745,13 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
     }
   }
   const long long quads4 = static_cast<long long>(T) * (H / 4);
-  detail::combine_kernel<><<<static_cast<unsigned>((quads4 + 255) / 256), 256, 0, stream>>>(
-      y, rv.row_of_pair, T, k, H, io.out, io.out_f32);
+  if (const cudaError_t e = kd::launch_kernel(
+          plan.programmatic, detail::combine_kernel<>,
+          dim3(static_cast<unsigned>((quads4 + 255) / 256)), dim3(256), 0, stream,
+          static_cast<const float*>(y), static_cast<const int*>(rv.row_of_pair), T, k, H, io.out,
+          io.out_f32);
+      e != cudaSuccess)
+    return kd::fail(cudaGetErrorString(e), e);
   mark(4);
   return kd::after_launch();
 }

@@ -283,6 +283,9 @@ __global__ void __launch_bounds__(Threads)
   __shared__ unsigned s_mask[1024];
   __shared__ int s_offset[1024], s_before[1024];
   __shared__ typename scan_t::TempStorage s_scan;
+  // the MoE layer's next kernel (the input gather, launched programmatically) may place its CTAs
+  // now; it waits for this grid before reading the routing
+  ::quads::kernels::detail::pdl_release();
   const int c = Clustered ? static_cast<int>(cg::this_cluster().block_rank()) : 0;
   const int tid = static_cast<int>(threadIdx.x);
   const int E = cfg.experts, k = cfg.top_k;
