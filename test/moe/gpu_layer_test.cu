@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -77,7 +78,7 @@ gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d,
   const int T = p.tokens, n = T * s.top_k, H = s.hidden, I = s.intermediate;
   const qm::layer_weights_view& wv = weights != nullptr ? *weights : d.w;
   qm::layer_tuning tune{};
-  tune.programmatic = programmatic;
+  tune.programmatic_min_rows = programmatic ? 0 : std::numeric_limits<int>::max();
   const auto plan = qm::plan_layer<P>(T, s, p.rc, p.num.gate_up_sel.selected,
                                       p.num.down_selected(), 132, tune);
   REQUIRE(plan.valid);

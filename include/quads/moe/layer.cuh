@@ -121,10 +121,13 @@ struct layer_tuning {
   gemm::decode_options down{};
   //! Kernel of both grouped GEMMs (`automatic`: the grouped launcher's rule; tests pick one).
   gemm::grouped_kernel kernel = gemm::grouped_kernel::automatic;
-  //! Chain the W4A4 / W4A16 stages with programmatic dependent launch (sm_90): each kernel's CTAs
-  //! start while the previous stage finishes (the grouped GEMMs read the routing offsets and
-  //! prefetch their first weight chunks before waiting). `QUADS_MOE_PDL=0` turns it off (A/B).
-  bool programmatic = true;
+  //! Chain the W4A4 / W4A16 stages with programmatic dependent launch (sm_90) when the call has
+  //! at least this many routed rows T * k (0: always; INT_MAX: never): each kernel's CTAs start
+  //! while the previous stage finishes (the grouped GEMMs read the routing offsets and prefetch
+  //! their first weight chunks before waiting). Measured on an H100 (docs/moe.md, twenty-fourth
+  //! session): 1-6 % faster from 64 rows up, 3-11 % slower at 8 rows (T = 1, k = 8), mixed at 32.
+  //! `QUADS_MOE_PDL` (a `layer_plan::programmatic` mask) overrides it in a whole process.
+  int programmatic_min_rows = 64;
 };
 
 //! The launch plan of one layer call (host only). Workspace regions are 256-byte aligned offsets.
@@ -140,16 +143,19 @@ struct layer_plan {
   std::size_t off_routing = 0, off_routing_ws = 0, off_a1 = 0, off_a1s = 0, off_h = 0, off_hs = 0,
               off_y = 0, off_gemm = 0;
   std::size_t workspace_bytes = 0;
-  bool programmatic = false; //!< `layer_tuning::programmatic` (and the environment), see there
+  //! Kernels launched programmatically (`layer_tuning::programmatic_min_rows`, the environment):
+  //! bit 0 the input gather, 1 the gate_up GEMM, 2 the down GEMM, 3 the combine.
+  unsigned programmatic = 0;
   bool valid = false;
 };
 
 namespace detail {
 
-//! `QUADS_MOE_PDL` = `0` turns `layer_tuning::programmatic` off (A/B runs in one binary).
-inline bool pdl_disabled_from_env() {
+//! `QUADS_MOE_PDL` = a mask of `layer_plan::programmatic` bits (0: off) replaces the tuning's
+//! (A/B runs in one binary); -1 when unset.
+inline int pdl_stages_from_env() {
   return gemm::detail::env_override(
-      "QUADS_MOE_PDL", [](const char* v) { return v != nullptr && std::strcmp(v, "0") == 0; });
+      "QUADS_MOE_PDL", [](const char* v) { return v != nullptr ? std::atoi(v) & 15 : -1; });
 }
 
 inline std::size_t align_up(std::size_t b) { return (b + 255) / 256 * 256; }
@@ -483,9 +489,12 @@ layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_con
     p.gu.kernel = tune.kernel;
     p.dn.kernel = tune.kernel;
   }
-  p.programmatic = tune.programmatic && !detail::pdl_disabled_from_env();
-  p.gu.programmatic = p.programmatic;
-  p.dn.programmatic = p.programmatic;
+  const int env_stages = detail::pdl_stages_from_env();
+  p.programmatic = env_stages >= 0                        ? static_cast<unsigned>(env_stages)
+                   : p.rows >= tune.programmatic_min_rows ? 15u
+                                                          : 0u;
+  p.gu.programmatic = (p.programmatic & 2u) != 0;
+  p.dn.programmatic = (p.programmatic & 4u) != 0;
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
     const std::size_t o = off;
@@ -626,7 +635,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
       const unsigned grid =
           static_cast<unsigned>(blocks / 256 + 1 < 132LL * 16 ? blocks / 256 + 1 : 132LL * 16);
       if (const cudaError_t e = kd::launch_kernel(
-              plan.programmatic, detail::gather_quantize_kernel<rac>, dim3(grid), dim3(256), 0,
+              (plan.programmatic & 1u) != 0, detail::gather_quantize_kernel<rac>, dim3(grid), dim3(256), 0,
               stream, io.x, T, H, static_cast<const int*>(rv.row_of_pair), k,
               static_cast<const int*>(rac ? num.gate_up_sel.slot : nullptr),
               plan.gu_selected / block, num.x_scale, a1, a1s, std::uint64_t{0});
@@ -705,7 +714,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
     auto* a1 = reinterpret_cast<__nv_bfloat16*>(base + plan.off_a1);
     auto* h = reinterpret_cast<__nv_bfloat16*>(base + plan.off_h);
     if (const cudaError_t e = kd::launch_kernel(
-            plan.programmatic, detail::gather_rows_kernel<>, dim3(gather_grid), dim3(256), 0,
+            (plan.programmatic & 1u) != 0, detail::gather_rows_kernel<>, dim3(gather_grid), dim3(256), 0,
             stream, reinterpret_cast<const std::uint8_t*>(io.x),
             static_cast<const std::uint8_t*>(nullptr), reinterpret_cast<std::uint8_t*>(a1),
             static_cast<std::uint8_t*>(nullptr), n, k, H * 2, 0,
@@ -746,7 +755,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
   }
   const long long quads4 = static_cast<long long>(T) * (H / 4);
   if (const cudaError_t e = kd::launch_kernel(
-          plan.programmatic, detail::combine_kernel<>,
+          (plan.programmatic & 8u) != 0, detail::combine_kernel<>,
           dim3(static_cast<unsigned>((quads4 + 255) / 256)), dim3(256), 0, stream,
           static_cast<const float*>(y), static_cast<const int*>(rv.row_of_pair), T, k, H, io.out,
           io.out_f32);
