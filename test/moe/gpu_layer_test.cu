@@ -340,6 +340,16 @@ TEST_SUITE("moe.layer.gpu") {
   // routing; graph replays repeat the chain back to back.
   TEST_CASE("programmatic launch on and off give the same bits, direct and replayed") {
     const qm::layer_shape s{32, 8, 512, 256};
+    if (std::getenv("QUADS_MOE_PDL") == nullptr) { // the default rule: all four stages from 64 rows
+      for (int T : {1, 7, 8, 300}) {
+        const auto plan = qm::plan_layer<qm::layer_policy::quads_rac>(T, s, {32, 8}, 128, 64);
+        CAPTURE(T);
+        REQUIRE(plan.valid);
+        CHECK(plan.programmatic == (T * 8 >= 64 ? 15u : 0u));
+        CHECK(plan.gu.programmatic == (T * 8 >= 64));
+        CHECK(plan.dn.programmatic == (T * 8 >= 64));
+      }
+    }
     for (int T : {1, 16, 64, 300}) {
       const auto p = moe_test::make_problem(s, T, quads_test::derived_seed("moe.gpu.pdl") + T);
       const moe_test::device_problem d(p);

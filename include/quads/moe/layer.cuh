@@ -550,6 +550,9 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
                     "aligned)");
   const layer_shape& s = plan.shape;
   const int T = plan.tokens, n = plan.rows, H = s.hidden, I = s.intermediate, E = s.experts;
+  // which of the gather / combine launches are programmatic (the GEMMs carry theirs in gu / dn)
+  const bool pdl_gather = (plan.programmatic & 1u) != 0;
+  const bool pdl_combine = (plan.programmatic & 8u) != 0;
   const int k = s.top_k;
   if (H % 32 != 0 || I % 32 != 0)
     return kd::fail("quads: moe::forward: H and I must be multiples of 32");
@@ -635,8 +638,8 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
       const unsigned grid =
           static_cast<unsigned>(blocks / 256 + 1 < 132LL * 16 ? blocks / 256 + 1 : 132LL * 16);
       if (const cudaError_t e = kd::launch_kernel(
-              (plan.programmatic & 1u) != 0, detail::gather_quantize_kernel<rac>, dim3(grid), dim3(256), 0,
-              stream, io.x, T, H, static_cast<const int*>(rv.row_of_pair), k,
+              pdl_gather, detail::gather_quantize_kernel<rac>, dim3(grid), dim3(256), 0, stream,
+              io.x, T, H, static_cast<const int*>(rv.row_of_pair), k,
               static_cast<const int*>(rac ? num.gate_up_sel.slot : nullptr),
               plan.gu_selected / block, num.x_scale, a1, a1s, std::uint64_t{0});
           e != cudaSuccess)
@@ -714,8 +717,8 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
     auto* a1 = reinterpret_cast<__nv_bfloat16*>(base + plan.off_a1);
     auto* h = reinterpret_cast<__nv_bfloat16*>(base + plan.off_h);
     if (const cudaError_t e = kd::launch_kernel(
-            (plan.programmatic & 1u) != 0, detail::gather_rows_kernel<>, dim3(gather_grid), dim3(256), 0,
-            stream, reinterpret_cast<const std::uint8_t*>(io.x),
+            pdl_gather, detail::gather_rows_kernel<>, dim3(gather_grid), dim3(256), 0, stream,
+            reinterpret_cast<const std::uint8_t*>(io.x),
             static_cast<const std::uint8_t*>(nullptr), reinterpret_cast<std::uint8_t*>(a1),
             static_cast<std::uint8_t*>(nullptr), n, k, H * 2, 0,
             static_cast<const int*>(rv.pair_of_row));
@@ -755,7 +758,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
   }
   const long long quads4 = static_cast<long long>(T) * (H / 4);
   if (const cudaError_t e = kd::launch_kernel(
-          (plan.programmatic & 8u) != 0, detail::combine_kernel<>,
+          pdl_combine, detail::combine_kernel<>,
           dim3(static_cast<unsigned>((quads4 + 255) / 256)), dim3(256), 0, stream,
           static_cast<const float*>(y), static_cast<const int*>(rv.row_of_pair), T, k, H, io.out,
           io.out_f32);
