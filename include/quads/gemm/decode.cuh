@@ -1322,12 +1322,15 @@ cudaError_t raise_stream_smem_limit() {
 }
 
 //! Launches a streaming kernel on grid (splits, y, z) whose x dimension is one cluster of
-//! `splits` CTAs (no cluster attribute for one split).
+//! `splits` CTAs (no cluster attribute for one split); `programmatic`: as a programmatic
+//! dependent of the stream's previous kernel (`grouped_plan::programmatic`).
 template <class... Params, class... Args>
 cudaError_t launch_stream(void (*kernel)(Params...), unsigned y, unsigned z, int splits, int smem,
-                          cudaStream_t stream, int threads, Args&&... args) {
-  return ::quads::kernels::detail::launch_clustered(kernel, splits, y, z, threads, smem, stream,
-                                                    static_cast<Args&&>(args)...);
+                          cudaStream_t stream, int threads, bool programmatic, Args&&... args) {
+  namespace kd = ::quads::kernels::detail;
+  return kd::launch_clustered(
+      kernel, kd::cluster_launch_config(splits, y, z, threads, smem, stream, programmatic),
+      static_cast<Args&&>(args)...);
 }
 
 } // namespace detail
@@ -1477,7 +1480,7 @@ cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
     if (clusters_fit(kernel2, plan.splits, res2_bytes, ctas / plan.splits, 2 * SL::threads)) {
       p.resident = true;
       return launch_stream(kernel2, n_tiles, m_tiles, plan.splits, res2_bytes, stream,
-                           2 * SL::threads, p, Epi::to_params(epi), stream_groups{});
+                           2 * SL::threads, false, p, Epi::to_params(epi), stream_groups{});
     }
   }
   // Activations resident for the whole K range of a split when that fits next to the ring
@@ -1493,7 +1496,7 @@ cudaError_t decode_stream(const decode_plan& plan, decode_params& p,
   if (p.resident && !clusters_fit(kernel, plan.splits, res_bytes, ctas / plan.splits))
     p.resident = false;
   const int smem = p.resident ? res_bytes : SL::smem_bytes(nt, res_buffer, St);
-  return launch_stream(kernel, n_tiles, m_tiles, plan.splits, smem, stream, SL::threads, p,
+  return launch_stream(kernel, n_tiles, m_tiles, plan.splits, smem, stream, SL::threads, false, p,
                        Epi::to_params(epi), stream_groups{});
 }
 

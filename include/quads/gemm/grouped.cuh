@@ -272,12 +272,10 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
             e != cudaSuccess)
           return fail("quads: grouped_gemm: cannot raise the kernel's dynamic shared memory limit",
                       e);
-        return ::quads::kernels::detail::launch_clustered(
-            aligned_k ? aligned_kernel : unaligned_kernel,
-            ::quads::kernels::detail::cluster_launch_config(
-                plan.splits, static_cast<unsigned>(ny), static_cast<unsigned>(plan.stream_m_tiles),
-                stream_layout::threads, smem, stream, plan.programmatic),
-            p, Epi::to_params(epi), gs);
+        return launch_stream(aligned_k ? aligned_kernel : unaligned_kernel,
+                             static_cast<unsigned>(ny), static_cast<unsigned>(plan.stream_m_tiles),
+                             plan.splits, smem, stream, stream_layout::threads, plan.programmatic,
+                             p, Epi::to_params(epi), gs);
       };
       // the n8 token tiles and the n-tiles per CTA are template parameters
       // RAC launches whose m-tiles all take the residual columns run the `ResidualColumns` form

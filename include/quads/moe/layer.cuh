@@ -144,15 +144,17 @@ struct layer_plan {
               off_y = 0, off_gemm = 0;
   std::size_t workspace_bytes = 0;
   //! Kernels launched programmatically (`layer_tuning::programmatic_min_rows`, the environment):
-  //! bit 0 the input gather, 1 the gate_up GEMM, 2 the down GEMM, 3 the combine.
+  //! a mask of the `pdl_*` bits.
   unsigned programmatic = 0;
+  static constexpr unsigned pdl_gather = 1, pdl_gate_up = 2, pdl_down = 4, pdl_combine = 8,
+                            pdl_all = 15;
   bool valid = false;
 };
 
 namespace detail {
 
-//! `QUADS_MOE_PDL` = a mask of `layer_plan::programmatic` bits (0: off) replaces the tuning's
-//! (A/B runs in one binary); -1 when unset.
+//! `QUADS_MOE_PDL` = a mask of `layer_plan::programmatic` bits (0: off, 15: all) replaces the
+//! tuning's (A/B runs in one binary); -1 when unset.
 inline int pdl_stages_from_env() {
   return gemm::detail::env_override(
       "QUADS_MOE_PDL", [](const char* v) { return v != nullptr ? std::atoi(v) & 15 : -1; });
@@ -491,10 +493,10 @@ layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_con
   }
   const int env_stages = detail::pdl_stages_from_env();
   p.programmatic = env_stages >= 0                        ? static_cast<unsigned>(env_stages)
-                   : p.rows >= tune.programmatic_min_rows ? 15u
+                   : p.rows >= tune.programmatic_min_rows ? p.pdl_all
                                                           : 0u;
-  p.gu.programmatic = (p.programmatic & 2u) != 0;
-  p.dn.programmatic = (p.programmatic & 4u) != 0;
+  p.gu.programmatic = (p.programmatic & p.pdl_gate_up) != 0;
+  p.dn.programmatic = (p.programmatic & p.pdl_down) != 0;
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
     const std::size_t o = off;
@@ -550,9 +552,13 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
                     "aligned)");
   const layer_shape& s = plan.shape;
   const int T = plan.tokens, n = plan.rows, H = s.hidden, I = s.intermediate, E = s.experts;
-  // which of the gather / combine launches are programmatic (the GEMMs carry theirs in gu / dn)
-  const bool pdl_gather = (plan.programmatic & 1u) != 0;
-  const bool pdl_combine = (plan.programmatic & 8u) != 0;
+  // the layer's own kernels (256 threads, no dynamic shared memory), programmatic where the plan
+  // says (the GEMMs carry theirs in gu / dn); a refused launch is reported like the GEMMs'
+  auto launch = [&](unsigned stage, auto kernel, unsigned grid, auto&&... args) {
+    const cudaError_t e = kd::launch_kernel((plan.programmatic & stage) != 0, kernel, dim3(grid),
+                                            dim3(256), 0, stream, args...);
+    return e == cudaSuccess ? e : kd::fail(cudaGetErrorString(e), e);
+  };
   const int k = s.top_k;
   if (H % 32 != 0 || I % 32 != 0)
     return kd::fail("quads: moe::forward: H and I must be multiples of 32");
@@ -637,13 +643,13 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
       const long long blocks = static_cast<long long>(T) * (H / block); // one thread per block
       const unsigned grid =
           static_cast<unsigned>(blocks / 256 + 1 < 132LL * 16 ? blocks / 256 + 1 : 132LL * 16);
-      if (const cudaError_t e = kd::launch_kernel(
-              pdl_gather, detail::gather_quantize_kernel<rac>, dim3(grid), dim3(256), 0, stream,
-              io.x, T, H, static_cast<const int*>(rv.row_of_pair), k,
+      if (const cudaError_t e = launch(
+              plan.pdl_gather, detail::gather_quantize_kernel<rac>, grid, io.x, T, H,
+              static_cast<const int*>(rv.row_of_pair), k,
               static_cast<const int*>(rac ? num.gate_up_sel.slot : nullptr),
               plan.gu_selected / block, num.x_scale, a1, a1s, std::uint64_t{0});
           e != cudaSuccess)
-        return kd::fail(cudaGetErrorString(e), e);
+        return e;
     }
     mark(1);
     // the two grouped GEMMs on weights of format WF with MMA lanes Lane (the weight form)
@@ -716,14 +722,14 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
   } else {
     auto* a1 = reinterpret_cast<__nv_bfloat16*>(base + plan.off_a1);
     auto* h = reinterpret_cast<__nv_bfloat16*>(base + plan.off_h);
-    if (const cudaError_t e = kd::launch_kernel(
-            pdl_gather, detail::gather_rows_kernel<>, dim3(gather_grid), dim3(256), 0, stream,
+    if (const cudaError_t e = launch(
+            plan.pdl_gather, detail::gather_rows_kernel<>, gather_grid,
             reinterpret_cast<const std::uint8_t*>(io.x),
             static_cast<const std::uint8_t*>(nullptr), reinterpret_cast<std::uint8_t*>(a1),
             static_cast<std::uint8_t*>(nullptr), n, k, H * 2, 0,
             static_cast<const int*>(rv.pair_of_row));
         e != cudaSuccess)
-      return kd::fail(cudaGetErrorString(e), e);
+      return e;
     mark(1);
     const gate_up_bf16_epilogue::arguments gu_epi{
         gu_alpha, {}, {io.h_pre, I}, {reinterpret_cast<bf16_t*>(h), I}};
@@ -757,13 +763,13 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
     }
   }
   const long long quads4 = static_cast<long long>(T) * (H / 4);
-  if (const cudaError_t e = kd::launch_kernel(
-          pdl_combine, detail::combine_kernel<>,
-          dim3(static_cast<unsigned>((quads4 + 255) / 256)), dim3(256), 0, stream,
-          static_cast<const float*>(y), static_cast<const int*>(rv.row_of_pair), T, k, H, io.out,
-          io.out_f32);
+  if (const cudaError_t e = launch(plan.pdl_combine, detail::combine_kernel<>,
+                                   static_cast<unsigned>((quads4 + 255) / 256),
+                                   static_cast<const float*>(y),
+                                   static_cast<const int*>(rv.row_of_pair), T, k, H, io.out,
+                                   io.out_f32);
       e != cudaSuccess)
-    return kd::fail(cudaGetErrorString(e), e);
+    return e;
   mark(4);
   return kd::after_launch();
 }
