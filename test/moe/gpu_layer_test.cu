@@ -79,7 +79,6 @@ gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d,
   const qm::layer_weights_view& wv = weights != nullptr ? *weights : d.w;
   qm::layer_tuning tune{};
   tune.programmatic_min_rows = programmatic ? 0 : std::numeric_limits<int>::max();
-  tune.programmatic_down_min_rows = tune.programmatic_min_rows;
   const auto plan = qm::plan_layer<P>(T, s, p.rc, p.num.gate_up_sel.selected,
                                       p.num.down_selected(), 132, tune);
   REQUIRE(plan.valid);
@@ -341,15 +340,17 @@ TEST_SUITE("moe.layer.gpu") {
   // routing; graph replays repeat the chain back to back.
   TEST_CASE("programmatic launch on and off give the same bits, direct and replayed") {
     const qm::layer_shape s{32, 8, 512, 256};
-    if (std::getenv("QUADS_MOE_PDL") == nullptr) { // the default rule: the down edge from 64 rows
+    if (std::getenv("QUADS_MOE_PDL") == nullptr) { // the default: all stages, late release < 64 rows
       using plan_t = qm::layer_plan<qm::layer_policy::quads_rac>;
       for (int T : {1, 7, 8, 300}) {
         const auto plan = qm::plan_layer<qm::layer_policy::quads_rac>(T, s, {32, 8}, 128, 64);
         CAPTURE(T);
         REQUIRE(plan.valid);
-        CHECK(plan.programmatic == (T * 8 >= 64 ? plan_t::pdl_all : 11u));
+        CHECK(plan.programmatic == plan_t::pdl_all);
         CHECK(plan.gu.programmatic);
-        CHECK(plan.dn.programmatic == (T * 8 >= 64));
+        CHECK(plan.dn.programmatic);
+        CHECK(plan.gu.late_release == (T * 8 < 64));
+        CHECK(plan.dn.late_release == (T * 8 < 64));
       }
       qm::layer_tuning never{};
       never.programmatic_min_rows = std::numeric_limits<int>::max();

@@ -188,6 +188,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
   p.chunks_per_split = plan.chunks_per_split;
   p.mode = plan.mode;
   p.ws_r = p.own ? p.ws + plan.residual_offset() : nullptr;
+  p.late_release = plan.late_release;
 
   detail::grouped_sched s{};
   s.offsets = expert_offsets;

@@ -74,6 +74,11 @@ struct grouped_plan {
   //! releasing its dependents, as routing is in `moe::forward`. plan_grouped leaves false; the
   //! persistent fallback kernel always launches plainly.
   bool programmatic = false;
+  //! Where the streaming kernel releases the stream's next kernel, if that one is launched
+  //! programmatically: at entry (false), or after its first n-tile's mainloop (true), so that
+  //! the next grid's CTAs are placed only as this one nears its end instead of beside it.
+  //! plan_grouped leaves false; the persistent fallback kernel never releases early.
+  bool late_release = false;
   ::cuda::std::size_t workspace_bytes = 0;
 
   constexpr ::cuda::std::size_t partial_floats() const noexcept {

@@ -125,14 +125,14 @@ struct layer_tuning {
   //! at least this many routed rows T * k (0: always; INT_MAX: never): each kernel's CTAs start
   //! while the previous stage finishes (the grouped GEMMs read the routing offsets and prefetch
   //! their first weight chunks before waiting). `QUADS_MOE_PDL` (a `layer_plan::programmatic`
-  //! mask) overrides both thresholds in a whole process.
+  //! mask) overrides it in a whole process.
   int programmatic_min_rows = 0;
-  //! The down GEMM's edge (its CTAs placed while the gate_up GEMM runs) only from this many
-  //! routed rows. Measured per edge on an H100 (docs/moe.md, twenty-fifth session): the gather,
-  //! gate_up and combine edges gain at every T (Qwen3-30B-A3B T = 1: -3.3 us of 41), the down
-  //! edge costs 3-8 us at 8 and 32 rows and gains from 128 (both GEMMs' grids are one wave
-  //! there, so the down CTAs placed early crowd the SMs the gate_up grid left free).
-  int programmatic_down_min_rows = 64;
+  //! Below this many routed rows the grouped GEMMs release the next kernel only after their
+  //! first mainloop (`grouped_plan::late_release`), from it at entry. Measured on an H100
+  //! (docs/moe.md, twenty-fifth session): at 8 and 32 rows the down GEMM's CTAs placed while
+  //! the gate_up grid (one wave) runs cost 3-8 us; placed as it ends they gain 1-3 us over no
+  //! overlap. From 128 rows the entry release is 0.3-1.3 us faster.
+  int early_release_min_rows = 64;
 };
 
 //! The launch plan of one layer call (host only). Workspace regions are 256-byte aligned offsets.
@@ -497,13 +497,12 @@ layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_con
     p.dn.kernel = tune.kernel;
   }
   const int env_stages = detail::pdl_stages_from_env();
-  const unsigned by_rows =
-      p.rows < tune.programmatic_min_rows        ? 0u
-      : p.rows < tune.programmatic_down_min_rows ? p.pdl_all & ~p.pdl_down
-                                                 : p.pdl_all;
-  p.programmatic = env_stages >= 0 ? static_cast<unsigned>(env_stages) : by_rows;
+  p.programmatic = env_stages >= 0                        ? static_cast<unsigned>(env_stages)
+                   : p.rows >= tune.programmatic_min_rows ? p.pdl_all
+                                                          : 0u;
   p.gu.programmatic = (p.programmatic & p.pdl_gate_up) != 0;
   p.dn.programmatic = (p.programmatic & p.pdl_down) != 0;
+  p.gu.late_release = p.dn.late_release = p.rows < tune.early_release_min_rows;
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
     const std::size_t o = off;
