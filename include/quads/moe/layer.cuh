@@ -130,7 +130,7 @@ struct layer_tuning {
   //! Below this many routed rows the grouped GEMMs release the next kernel only after their
   //! first mainloop (`grouped_plan::late_release`), from it at entry. Measured on an H100
   //! (docs/moe.md, twenty-fifth session): at 8 and 32 rows the down GEMM's CTAs placed while
-  //! the gate_up grid (one wave) runs cost 3-8 us; placed as it ends they gain 1-3 us over no
+  //! the gate_up grid (one wave) runs cost 3-8 us; placed as it ends they gain 0.2-2.7 us over no
   //! overlap. From 128 rows the entry release is 0.4-1.3 us faster.
   int early_release_min_rows = 64;
 };
