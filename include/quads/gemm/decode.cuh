@@ -187,7 +187,6 @@ struct decode_params {
   float* ws;
   float* ws_r;
   bool resident;     //!< streaming kernel: the CTA's whole K range of activations staged once
-  bool late_release = false; //!< streaming kernel: `grouped_plan::late_release`
 };
 
 //! One `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}` with fp32 accumulation in place.
@@ -753,6 +752,7 @@ struct stream_groups {
   //! 128-row n-tiles of the weights, `ceil(p.N / 128)` (kept as a field: computing it in the
   //! kernel changed the `MultiN` kernels' SASS and spills, 2026-12-01, not measured on the H200)
   int n_tiles;
+  bool late_release;  //!< `grouped_plan::late_release` (dense calls pass `stream_groups{}`)
 };
 
 //! The streaming mainloop + fused epilogue: CTA (split, n-tile, m-tile) of stream_layout; with
@@ -797,7 +797,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   // its CTAs once every CTA of this grid released them, here or after the first mainloop
   // (`late_release`). Before `pdl_wait` (after the first ring fill) the kernel reads only what
   // the previous kernel of the stream cannot write: weights and expert offsets.
-  if (!p.late_release) ::quads::kernels::detail::pdl_release();
+  if (!gs.late_release) ::quads::kernels::detail::pdl_release();
   const int split = static_cast<int>(blockIdx.x);
   const int splits = static_cast<int>(gridDim.x);
   // the CTA's 128-row n-tiles [n_first, n_first + n_items): one unless `MultiN` (its own
@@ -1147,7 +1147,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     // two cluster barriers and local loads (the pull form it replaces read every partial back from
     // remote shared memory, which cost 2-80 us at 4-8 splits on the H200, 02:27 UTC run).
     QUADS_DECODE_TRACE_POINT(2 + row_warp, kg == 0 && item == 0);
-    if (p.late_release && item == 0) ::quads::kernels::detail::pdl_release();
+    if (gs.late_release && item == 0) ::quads::kernels::detail::pdl_release();
     cp_async_wait<0>();
     if constexpr (DualAcc)
 #pragma unroll

@@ -188,7 +188,6 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
   p.chunks_per_split = plan.chunks_per_split;
   p.mode = plan.mode;
   p.ws_r = p.own ? p.ws + plan.residual_offset() : nullptr;
-  p.late_release = plan.late_release;
 
   detail::grouped_sched s{};
   s.offsets = expert_offsets;
@@ -262,6 +261,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       gs.table_offset = body;
       gs.n_per_cta = n_per;
       gs.n_tiles = n128;
+      gs.late_release = plan.late_release;
       auto launch = [&]<int FT, bool MultiN, bool Cols = false>() -> cudaError_t {
         using namespace detail;
         constexpr auto aligned_kernel =
