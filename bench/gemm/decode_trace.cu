@@ -12,8 +12,9 @@
 //! `--mma-rate` measures the SM's `mma.sync.m16n8k16` (fp16 / bf16, fp32 accumulation) issue
 //! rate with independent accumulators at 4-32 warps per SM: the tensor-pipe time a chunk's MMAs
 //! need at least (the RAC residual doubles them at 16 tokens).
-//! (exits 77 without a GPU). The numbers are of a single cold call with the stamps' own stores
-//! included; use quads_bench_gemm for timings. Grouped calls whose CTAs stream several n-tiles
+//! (exits 77 without a GPU). The numbers are of a single cold call (after an L2 sweep; with
+//! `QUADS_TRACE_HOT=1` right after the same call instead: written 2026-12-07, not yet run on a
+//! GPU) with the stamps' own stores included; use quads_bench_gemm for timings. Grouped calls whose CTAs stream several n-tiles
 //! ("CTAs ran" below the one-n-tile grid) report each CTA's first n-tile: entry to its epilogue.
 #define QUADS_DECODE_TRACE 1
 
@@ -28,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -56,6 +58,14 @@ __global__ void sweep(const uint4* p, std::size_t n, unsigned* sink) {
   if (acc == 0x12345678u) *sink = acc;
 }
 
+bool trace_hot() {
+  static const bool hot = [] {
+    const char* v = std::getenv("QUADS_TRACE_HOT");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return hot;
+}
+
 double pct(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[static_cast<std::size_t>(q * (v.size() - 1))];
@@ -82,7 +92,9 @@ void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flus
     const bool traced = rep == 3;
     CHECK(cudaMemcpyToSymbol(qg::detail::decode_trace_buffer, traced ? &buf : &none, sizeof buf));
     CHECK(cudaMemset(buf, 0, sizeof(unsigned long long) * 32 * ctas));
-    sweep<<<264, 512>>>(flush, flush_n, sink);
+    // QUADS_TRACE_HOT=1: the traced call follows the same call without the L2 sweep (operands
+    // and code L2-resident where they fit), to tell memory latency from the rest of a phase
+    if (!(traced && trace_hot())) sweep<<<264, 512>>>(flush, flush_n, sink);
     CHECK(cudaEventRecord(e0));
     CHECK(launch());
     CHECK(cudaEventRecord(e1));
