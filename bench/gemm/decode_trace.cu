@@ -14,8 +14,9 @@
 //! need at least (the RAC residual doubles them at 16 tokens).
 //! (exits 77 without a GPU). The numbers are of a single cold call (after an L2 sweep; with
 //! `QUADS_TRACE_HOT=1` right after the same call instead: written 2026-12-07, not yet run on a
-//! GPU) with the stamps' own stores included; use quads_bench_gemm for timings. Grouped calls whose CTAs stream several n-tiles
-//! ("CTAs ran" below the one-n-tile grid) report each CTA's first n-tile: entry to its epilogue.
+//! GPU) with the stamps' own stores included; use quads_bench_gemm for timings. Grouped calls
+//! whose CTAs stream several n-tiles ("CTAs ran" below the one-n-tile grid) report each CTA's
+//! first n-tile: entry to its epilogue.
 #define QUADS_DECODE_TRACE 1
 
 #include <quads/gemm/decode.cuh>
