@@ -30,7 +30,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -59,12 +58,10 @@ __global__ void sweep(const uint4* p, std::size_t n, unsigned* sink) {
   if (acc == 0x12345678u) *sink = acc;
 }
 
+//! `QUADS_TRACE_HOT=1` (read once, through the library's diagnostic-override helper).
 bool trace_hot() {
-  static const bool hot = [] {
-    const char* v = std::getenv("QUADS_TRACE_HOT");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  return hot;
+  return qg::detail::env_override(
+      "QUADS_TRACE_HOT", [](const char* v) { return v != nullptr && std::strcmp(v, "1") == 0; });
 }
 
 double pct(std::vector<double> v, double q) {
