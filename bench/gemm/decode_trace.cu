@@ -419,7 +419,8 @@ int main(int argc, char** argv) {
         {128, 1536, 2048}, {128, 2048, 768}, {256, 4096, 7168}, {256, 7168, 2048}};
     for (const auto& m : moe)
       for (const int T : {1, 4, 16, 64}) {
-        // expected distinct experts of T tokens' top-8 (docs/moe.md tables)
+        // expected distinct experts of T tokens' top-8 (the "active" columns of
+        // docs/history/moe.md, "4a" / "4b")
         const int active = T == 1    ? 8
                            : T == 4  ? (m[0] == 128 ? 25 : 31)
                            : T == 16 ? (m[0] == 128 ? 82 : 100)

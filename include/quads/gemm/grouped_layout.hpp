@@ -119,9 +119,10 @@ constexpr int grouped_stream_tile_rows(int max_rows, int experts) noexcept {
 //! CTA pays the whole prologue again (offsets, activation staging, first ring fill: 4-6 us on
 //! the H200); with two n-tiles a CTA stages once and its second n-tile starts with the ring fill
 //! alone (DeepSeek-V3 down GEMM, T = 1: 448 -> 224 CTAs). One-wave grids keep one n-tile per CTA
-//! (fewer CTAs would leave SMs idle). Forced 1-6 n-tiles on the H200 (2026-12-02, docs/moe.md
-//! "Sixteenth session"): 2 was best or within 1-3 % of best at every decode size of both models
-//! with more than one wave; 3 and 4 lost at some sizes (Qwen3-30B-A3B T = 16: +6-11 %).
+//! (fewer CTAs would leave SMs idle). Forced 1-6 n-tiles on the H200 (2026-12-02,
+//! docs/history/moe.md "Sixteenth session"): 2 was best or within 1-3 % of best at every decode
+//! size of both models with more than one wave; 3 and 4 lost at some sizes (Qwen3-30B-A3B
+//! T = 16: +6-11 %).
 constexpr int grouped_n_tiles_per_cta(long ctas, long slots) noexcept {
   return ctas > slots ? 2 : 1;
 }

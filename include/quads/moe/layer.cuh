@@ -114,8 +114,9 @@ struct layer_io {
 
 //! Grid choices of the two grouped GEMMs (split-K factor; 0 = the planner's choice, the
 //! default). With the persistent decode-tile mainloop of e66311f, split-K 1 was the fastest at
-//! every decode size of both models on the H200 (sweep in docs/moe.md); the default stays with
-//! the planner, which belongs to the grouped GEMM and is being reworked.
+//! every decode size of both models on the H200 (sweep in docs/history/moe.md, "4b. All
+//! sizes"); the default stays with the planner, which belongs to the grouped GEMM and is being
+//! reworked.
 struct layer_tuning {
   gemm::decode_options gate_up{};
   gemm::decode_options down{};
@@ -129,9 +130,9 @@ struct layer_tuning {
   int programmatic_min_rows = 0;
   //! Below this many routed rows the grouped GEMMs release the next kernel only after their
   //! first mainloop (`grouped_plan::late_release`), from it at entry. Measured on an H100
-  //! (docs/moe.md, twenty-fifth session): at 8 and 32 rows the down GEMM's CTAs placed while
-  //! the gate_up grid (one wave) runs cost 3-8 us; placed as it ends they gain 0.2-2.7 us over no
-  //! overlap. From 128 rows the entry release is 0.4-1.3 us faster.
+  //! (docs/history/moe.md, "Twenty-fifth session"): at 8 and 32 rows the down GEMM's CTAs
+  //! placed while the gate_up grid (one wave) runs cost 3-8 us; placed as it ends they gain
+  //! 0.2-2.7 us over no overlap. From 128 rows the entry release is 0.4-1.3 us faster.
   int early_release_min_rows = 64;
 };
 
