@@ -534,7 +534,7 @@ QUADS_DEVICE_API bool rac_turbo_block(const kd::raw_block<T, 16>& raw, bool sele
 //! blocks); the lines of the first rows (and of each next iteration) are prefetched into L1.
 //! (A rotation of the map by 32 columns per row pair, which spread the selected columns over the
 //! warps, was a benchmark option until the ninth session: 2 % faster at 50 %, 3 % slower at 100 %,
-//! and the pair kernel took the ratios where it helped; docs/rac.md section 5.)
+//! and the pair kernel took the ratios where it helped; docs/history/rac.md.)
 template <class Quantizer, class Layout, class T, int MinBlocks = 0>
 __global__ void __launch_bounds__(rac_threads, MinBlocks)
     rac_column_kernel(const T* x, std::int64_t row_stride, int rows, const int* slot,
@@ -646,7 +646,7 @@ inline constexpr int ring_entries = 96;
 //! encoder, where the pair kernel decodes Q(x) again and stages through the ring (bf16 8192 x 4096
 //! on the H200, 2026-11-30 18:31 UTC, pair / column kernel: 50 % 44.2-44.6 / 47.2-47.4 us, 75 %
 //! 51.9-52.3 / 51.9-52.1, 100 % 58.9-59.3 / 52.5-52.7; at 12.5 % 33.4 against 40.1 us at 17:54;
-//! docs/rac.md).
+//! docs/history/rac.md).
 inline bool rac_pair_applies(int nkb, int nsel, const std::uint8_t* data, const int* slot) {
   return 4 * static_cast<std::int64_t>(nsel) < 3 * static_cast<std::int64_t>(nkb) && nkb % 2 == 0 &&
          nsel < (1 << 24) && ::quads::kernels::detail::aligned(data, 16) &&

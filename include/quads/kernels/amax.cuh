@@ -14,7 +14,8 @@
 //!   (a memset ends the stream's chain of programmatic launches; the tenth session measured
 //!   the pair 1 us faster at 8192 x 8192, and a plainly launched zeroing kernel slower than the
 //!   memset). (Measured slower on the H200 and removed in the seventh session: a cluster whose
-//!   CTAs meet in distributed shared memory, a cooperative grid barrier; docs/benchmarks.md.)
+//!   CTAs meet in distributed shared memory, a cooperative grid barrier;
+//!   docs/history/benchmarks.md.)
 //! With `accumulate` the result is max(old, new) and nothing is zeroed. bf16 / fp16 inputs are
 //! reduced as packed pairs (`packed_amax`).
 #pragma once
@@ -337,14 +338,14 @@ struct amax_extent {
 
 //! Enqueues the tensor amax pass as `tensor_amax` describes (rows, cols > 0); returns the launch
 //! status. Threads and words in flight by size, the fastest measured on the H200
-//! (docs/benchmarks.md, "Small calls, sixth session", 2026-11-30 10:23 UTC, cold isolated
+//! (docs/history/benchmarks.md, "Small calls, sixth session", 2026-11-30 10:23 UTC, cold isolated
 //! calls): 256 threads x 2 words when the grid covers the tensor in one round (16 / 64 x 4096
 //! bf16: 4.61 / 4.77 us against 4.74 / 4.90 us with 4 words), 1024 threads x 8 words from 4 Mi
 //! words (8192 x 8192 bf16: 33.2 us against 33.5 us), else 256 x 4. The kernels of more than one
 //! round are launched programmatically, after `zero_floats_kernel` where the output is zeroed
 //! (8192 x 8192 bf16 back to back: 32.3 us against 33.3-33.5 with `cudaMemsetAsync` and plain
-//! launches; a plain zeroing kernel was slower than the memset: 34.4-34.9 us; docs/benchmarks.md
-//! "Tenth session").
+//! launches; a plain zeroing kernel was slower than the memset: 34.4-34.9 us;
+//! docs/history/benchmarks.md, "Tenth session").
 template <class T>
 inline cudaError_t enqueue_tensor_amax(const T* x, const tensor_shape& s, float* amax,
                                        cudaStream_t stream, bool accumulate) {

@@ -516,7 +516,7 @@ inline constexpr std::uint32_t e2m1_turbo_bias = 298u * 0x11111111u;
 // multipliers live in constant memory so that ptxas cannot strength-reduce them to shifts. The
 // dequantized magnitude / 8 is sum - bf * 2^22 (exact). About 40 % fewer integer-pipe
 // instructions per element; on the H200 (2026-11-30 04:40 UTC) 2-3 % faster at 8192 x 8192
-// (the kernels are not bound by that pipe at the real clock; docs/benchmarks.md).
+// (the kernels are not bound by that pipe at the real clock; docs/history/benchmarks.md).
 // Tested against the core codec for every input below 7 in magnitude (all 2^32 bit patterns
 // swept, test/gpu/turbo_test.cu).
 // ---------------------------------------------------------------------------------------------

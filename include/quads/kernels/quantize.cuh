@@ -694,7 +694,7 @@ inline constexpr int blocks_per_iteration = B * sizeof(T) <= 32 ? 2 : 1;
 //! The swizzled padding of expert `e` (nothing for other sinks), written by the grid's threads
 //! from this thread's grid-stride position (`first`, `stride`) as `Sink::pad`'s words. (16-byte
 //! stores of whole 4-row chunks measured no faster for small calls and were removed in the
-//! seventh session; docs/benchmarks.md "Small calls, sixth session".)
+//! seventh session; docs/history/benchmarks.md "Small calls, sixth session".)
 template <class Sink>
 QUADS_DEVICE_API void write_padding(const Sink& sink, int e, std::uint32_t first,
                                     std::uint32_t stride) {
@@ -1447,9 +1447,10 @@ inline void enqueue_row(const Producer& p, const tensor_shape& s, int padded_row
 //! 0: no request, which is not the same as 1: ptxas then caps registers by its own heuristic).
 //! The turbo block kernel asks for 2 CTAs (125 registers: QDQ at 8192 x 8192 bf16 took 71.7 /
 //! 71.9 us with 2 against 74.2 / 74.3 us with 3, H200 runs of 2026-11-30 07:50 and 08:08 UTC;
-//! docs/benchmarks.md). QDQ calls beyond one wave take the pipelined one-block kernel instead
-//! (3 CTAs of 80 registers, the next block in flight): 8192 x 8192 bf16 71.5 -> 70.7 us,
-//! 16384 x 16384 273.4 -> 269.9 us, 4096 x 4096 20.6 -> 21.0 us (H200, 2026-11-30 15:45 UTC).
+//! docs/history/benchmarks.md). QDQ calls beyond one wave take the pipelined one-block kernel
+//! instead (3 CTAs of 80 registers, the next block in flight): 8192 x 8192 bf16 71.5 -> 70.7
+//! us, 16384 x 16384 273.4 -> 269.9 us, 4096 x 4096 20.6 -> 21.0 us (H200, 2026-11-30 15:45
+//! UTC).
 template <class Quantizer, int PairMinBlocks = 0, int TurboMinBlocks = 2, class T, class Sink>
 inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<Quantizer>& src,
                           const Sink& sink, std::uint64_t seed, cudaStream_t stream) {
@@ -1500,7 +1501,7 @@ inline void enqueue_block(const T* x, const tensor_shape& s, const scale_source<
   // Cold isolated 1 / 16 / 64 x 4096 bf16 calls on the H200 (2026-11-30 10:23 UTC): NVFP4
   // swizzled given 4.74 / 4.93 / 4.77 us with the one-block kernel against 5.06 / 5.12 / 5.06
   // without; MXFP4 swizzled 4.58 / 4.67 / 4.74 with the half-block kernel against 4.90 / 5.54 /
-  // 5.38 without (docs/benchmarks.md, "Small calls, sixth session").
+  // 5.38 without (docs/history/benchmarks.md, "Small calls, sixth session").
   if constexpr (half_blocks_apply<Quantizer, T, Sink>) {
     // small calls only (as measured): at most 128 blocks per SM
     if (small && 2ull * total <= one_wave) {
