@@ -1122,7 +1122,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
               // made ptxas guard each MMA pair with a WARPSYNC, 16 per chunk; a warp-uniform flag
               // (vote) with a branch around a second loop body, which skips half the chunks'
               // residual MMAs on a tail selection, was 4-9 % slower at M = 16 than this
-              // (docs/gemm.md, "Twenty-first session").
+              // (docs/history/gemm.md, "Twenty-first session").
               if (!rac_cols) {
                 const uint4 br = r_chunk[slot];
                 mma_16816<Lane>(acc_r[j], ag[0], ag8[0], ag[1], ag8[1], br.x, br.y);

@@ -4,7 +4,7 @@
 //! @brief The decode GEMM's tiling and fragment maps (host + device) and its launch plan
 //!        (split-K, workspace size; host).
 //!
-//! Overview (docs/gemm.md, "Decode mainloop"). `y[M, N] = A[M, K] . W[N, K]^T` with the weights on
+//! Overview (docs/gemm.md, "Decode kernels"). `y[M, N] = A[M, K] . W[N, K]^T` with the weights on
 //! the MMA's M side and the tokens on its N side (`mma.sync.m16n8k16`, fp32 accumulation):
 //! - a CTA has 4 warps; warp `v` owns weight rows `n0 = 64 * blockIdx.x + 16 * v .. + 16`; the CTA
 //!   owns tokens `16 * blockIdx.y .. + 16` (two n8 tiles) and K chunks of split `blockIdx.z`;

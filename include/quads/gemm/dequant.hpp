@@ -30,7 +30,7 @@
 //! Cost per 8 weights (SASS, nvcc 13.0 sm_90a): 15 integer ops (shift, and, shift, and-or per
 //! pair; one shift less for pair 3; about half the shifts issued as IMAD.SHL) and 4
 //! HMUL2.BF16_V2, about 2.4 instructions per weight, plus ~4 per block for the scale constant
-//! (docs/gemm.md; not timed).
+//! (docs/gemm.md, "Operand loaders"; the pair-coded form of pair_coding.hpp is the one timed).
 #pragma once
 
 #include <quads/config.hpp>

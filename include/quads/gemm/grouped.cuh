@@ -210,8 +210,9 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
   // test's non-RAC grouped GEMMs on the persistent kernel gave wrong results on the H200 (23:51
   // and 00:25 UTC); on the streaming kernel the whole MoE suite passes (00:46 UTC run). The cause
   // is not known: the persistent kernel passed the same routings and shapes as GEMM-level tests,
-  // and inside the layer with synthetic operands, in that run (docs/gemm.md, "Grouped expert
-  // GEMM"). `grouped_kernel::persistent` still selects it.
+  // and inside the layer with synthetic operands, in that run (docs/history/gemm.md, "The MoE
+  // layer's non-RAC failure on the persistent kernel"). `grouped_kernel::persistent` still
+  // selects it.
   const grouped_kernel choice =
       plan.kernel == grouped_kernel::automatic ? detail::grouped_kernel_from_env() : plan.kernel;
   const bool want_stream = choice != grouped_kernel::persistent;

@@ -5,9 +5,9 @@
 //!        packed E2M1 codes that the decode GEMM dequantizes to fp16 in 2 integer instructions
 //!        per lane pair instead of ~4, and block scales converted by `cvt.f16x2.e4m3x2`.
 //!
-//! Why. The decode GEMM is issue-bound, not memory-bound (docs/gemm.md, "Where the time goes"):
-//! the plain loader (`fp4_loader`, dequant.hpp) spends ~15 integer instructions and 4 `HMUL2`
-//! per word of 8 codes, plus ~5 per block scale. A pair of fp16 lanes needs the bits
+//! Why. The decode GEMM is issue-bound, not memory-bound (docs/history/gemm.md, "Where the time
+//! goes"): the plain loader (`fp4_loader`, dequant.hpp) spends ~15 integer instructions and 4
+//! `HMUL2` per word of 8 codes, plus ~5 per block scale. A pair of fp16 lanes needs the bits
 //! `S E1 E0 M` of two codes at the positions `M_lane = {15, 11, 10, 9}` of each half
 //! (`e2m1 * 2^-14` exactly, see dequant.hpp); no placement of 4 such pairs in one word lets a
 //! single rotate + mask extract every pair (a search over all rotations shows the bit pattern
