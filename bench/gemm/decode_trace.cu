@@ -4,8 +4,10 @@
 //! @brief Diagnostic (not a benchmark): where a streaming decode GEMM call spends its time.
 //!        Builds the kernel with QUADS_DECODE_TRACE, so lane 0 of each warp stamps %globaltimer
 //!        and clock64 at the phase boundaries (entry, activations staged, chunk loop done per
-//!        warp, the two cluster barriers of the split-K reduction, epilogue done), runs one call
-//!        per shape after an L2 sweep, and prints per-phase times over the CTAs.
+//!        warp, the two cluster barriers of the split-K reduction, epilogue done; inside the
+//!        prologue, warp 0 also stamps the offsets scan of grouped calls, the ring's first issue,
+//!        `pdl_wait` and the activation fill), runs one call per shape after an L2 sweep, and
+//!        prints per-phase times over the CTAs.
 //!
 //! Usage: quads_decode_trace [--pair | --stages | --variants | --tiled | --rac | --rac-stages |
 //!                            --grouped | --moe | --mma-rate]
@@ -79,8 +81,9 @@ double mean(const std::vector<double>& v) {
 template <class Launch>
 void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flush_n, unsigned* sink,
                  const char* label) {
+  constexpr std::size_t slots = 64;  // per CTA: %globaltimer at point p, clock64 at 32 + p
   unsigned long long* buf;
-  CHECK(cudaMalloc(&buf, sizeof(unsigned long long) * 32 * ctas));
+  CHECK(cudaMalloc(&buf, sizeof(unsigned long long) * slots * ctas));
   unsigned long long* none = nullptr;
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
@@ -89,7 +92,7 @@ void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flus
   for (int rep = 0; rep < 4; ++rep) {
     const bool traced = rep == 3;
     CHECK(cudaMemcpyToSymbol(qg::detail::decode_trace_buffer, traced ? &buf : &none, sizeof buf));
-    CHECK(cudaMemset(buf, 0, sizeof(unsigned long long) * 32 * ctas));
+    CHECK(cudaMemset(buf, 0, sizeof(unsigned long long) * slots * ctas));
     // QUADS_TRACE_HOT=1: the traced call follows the same call without the L2 sweep (operands
     // and code L2-resident where they fit), to tell memory latency from the rest of a phase
     if (!(traced && trace_hot())) sweep<<<264, 512>>>(flush, flush_n, sink);
@@ -106,25 +109,37 @@ void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flus
   CHECK(cudaEventRecord(e1));
   CHECK(cudaEventSynchronize(e1));
   CHECK(cudaEventElapsedTime(&ms_hot, e0, e1));
-  std::vector<unsigned long long> h(32ull * ctas);
+  std::vector<unsigned long long> h(slots * ctas);
   CHECK(cudaMemcpy(h.data(), buf, h.size() * 8, cudaMemcpyDeviceToHost));
   unsigned long long t0 = ~0ull, tend = 0;
   for (int c = 0; c < ctas; ++c) {
-    if (h[32ull * c + 12] == 0) continue; // a grouped m-tile slot without work
-    t0 = std::min(t0, h[32ull * c + 0]);
-    tend = std::max(tend, h[32ull * c + 12]);
+    if (h[slots * c + 12] == 0) continue; // a grouped m-tile slot without work
+    t0 = std::min(t0, h[slots * c + 0]);
+    tend = std::max(tend, h[slots * c + 12]);
   }
   int clock_khz = 0;
   CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   std::vector<double> entry, prologue, loop_mean, loop_max, loop_spread, bar1, bar2, epi_t, end, total;
+  // warp 0's prologue steps (points 20-23; 20 only in grouped calls, 23 only where the first
+  // fill ran): offsets + scan, the ring's first issue, pdl_wait, the activation fill (loads
+  // and stores), then the first ring wait and the staging barrier (point 1)
+  std::vector<double> pro_offsets, pro_issue, pro_pdl, pro_fill, pro_wait;
   for (int c = 0; c < ctas; ++c) {
-    if (h[32ull * c + 12] == 0) continue;
-    const unsigned long long* g = &h[32ull * c];
-    const unsigned long long* k = g + 16;
+    if (h[slots * c + 12] == 0) continue;
+    const unsigned long long* g = &h[slots * c];
+    const unsigned long long* k = g + 32;
     auto cyc = [&](unsigned long long a, unsigned long long b) { return (double)(b - a) / (clock_khz * 1e-3); };
     entry.push_back((g[0] - t0) * 1e-3);
     end.push_back((g[12] - t0) * 1e-3);
     prologue.push_back(cyc(k[0], k[1]));
+    if (k[21] != 0 && k[22] != 0 && k[23] != 0) {
+      const unsigned long long after_offsets = k[20] != 0 ? k[20] : k[0];
+      if (k[20] != 0) pro_offsets.push_back(cyc(k[0], k[20]));
+      pro_issue.push_back(cyc(after_offsets, k[21]));
+      pro_pdl.push_back(cyc(k[21], k[22]));
+      pro_fill.push_back(cyc(k[22], k[23]));
+      pro_wait.push_back(cyc(k[23], k[1]));
+    }
     double lm = 0, lx = 0, ln = 1e30;
     int nw = 0;
     for (int w = 0; w < 8; ++w) {
@@ -152,6 +167,13 @@ void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flus
   row("CTA end after first entry", end);
   row("CTA lifetime", total);
   row("prologue (staging, first chunk)", prologue);
+  if (!pro_offsets.empty()) row("  offsets, scan, 2 barriers", pro_offsets);
+  if (!pro_issue.empty()) {
+    row("  m-tile lookup, first ring issue", pro_issue);
+    row("  pdl_wait", pro_pdl);
+    row("  activation fill (loads + stores)", pro_fill);
+    row("  first ring wait + staging barrier", pro_wait);
+  }
   row("chunk loop, mean over warps", loop_mean);
   row("chunk loop, slowest warp", loop_max);
   row("chunk loop, slowest - fastest warp", loop_spread);

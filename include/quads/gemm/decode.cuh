@@ -521,14 +521,15 @@ QUADS_DEVICE_API void cp_async_wait() {
 
 #if defined(QUADS_DECODE_TRACE)
 //! Diagnostic only (bench/gemm/decode_trace.cu defines QUADS_DECODE_TRACE): lane 0 of a warp
-//! stores %globaltimer (ns) at `point` and clock64 at `point + 16` into the CTA's 32 slots.
+//! stores %globaltimer (ns) at `point` (< 32) and clock64 at `point + 32` into the CTA's 64
+//! slots.
 //! A CTA that streams several n-tiles (`MultiN`) stamps the phases of its first one only (the
 //! later passes used to overwrite them, so "prologue" spanned the whole first pass).
 static __device__ unsigned long long* decode_trace_buffer;
-//! The CTA's 32 trace slots.
+//! The CTA's 64 trace slots.
 QUADS_DEVICE_API unsigned long long* decode_trace_slots() {
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  return decode_trace_buffer + 32ull * cta;
+  return decode_trace_buffer + 64ull * cta;
 }
 QUADS_DEVICE_API void decode_trace(int point) {
   if (decode_trace_buffer == nullptr || threadIdx.x % 32 != 0) return;
@@ -536,7 +537,7 @@ QUADS_DEVICE_API void decode_trace(int point) {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   unsigned long long* slots = decode_trace_slots();
   slots[point] = t;
-  slots[16 + point] = static_cast<unsigned long long>(clock64());
+  slots[32 + point] = static_cast<unsigned long long>(clock64());
 }
 //! Stores the launch mode (resident, threads) into slots 13 and 14 of the CTA (thread 0).
 QUADS_DEVICE_API void decode_trace_mode(bool resident) {
@@ -813,6 +814,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     int* g_off = reinterpret_cast<int*>(smem_raw + gs.table_offset);
     int* g_prefix = g_off + gs.experts + 1;
     grouped_prefix(gs.sched, g_off, g_prefix, g_prefix + gs.experts + 1);
+    QUADS_DECODE_TRACE_POINT(20, warp == 0);
     if (static_cast<int>(blockIdx.z) >= g_prefix[gs.experts]) return;
   }
   // One pass per n-tile; the activations are staged in the first only (resident mode: the
@@ -988,8 +990,10 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     // --- prologue: ring stages in flight, then the first slab (or all of the range) staged ------
 #pragma unroll
     for (int i = 0; i < S - 1; ++i) issue(i, i);
+    QUADS_DECODE_TRACE_POINT(21, warp == 0 && item == 0);
     // the activations (and everything after) may come from the previous kernel of the stream
     ::quads::kernels::detail::pdl_wait();
+    QUADS_DECODE_TRACE_POINT(22, warp == 0 && item == 0);
 
     // Slab refills (KGroups == 1): thread tid stages slab chunk tid % SC, octet tid / SC % 16 of
     // tokens tid / (16 SC) + rf_step u (u < batch). A decode call's single token is then one unit
@@ -1047,6 +1051,7 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
           }
         }
       }
+      QUADS_DECODE_TRACE_POINT(23, warp == 0);
     }
     // chunk 0 into registers, then the ring's last stage in flight
     cp_async_wait<S - 2>();
