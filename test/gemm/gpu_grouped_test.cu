@@ -428,6 +428,9 @@ void moe_kernels(const routing& r, int N, int K, int E, const qg::fp4_expert_wei
   qt::dbuf<int> doff(r.offsets);
   cudaStream_t st;
   REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess);
+  // the uploads ran on the legacy stream (pageable copies may return before their DMA lands),
+  // which a non-blocking stream does not wait for
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   // the streaming kernel with one n-tile per CTA and with 3 (activations staged once for all
   // three) must agree bit for bit: the same products in the same order
   std::vector<float> one_tile;

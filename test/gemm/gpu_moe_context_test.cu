@@ -120,6 +120,9 @@ void context_case(const std::string& name) {
 
   cudaStream_t st;
   REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) == cudaSuccess);
+  // the uploads ran on the legacy stream (pageable copies may return before their DMA lands),
+  // which a non-blocking stream does not wait for
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   layer_out out[2];
   const qg::grouped_kernel kernels[2] = {qg::grouped_kernel::streaming,
                                          qg::grouped_kernel::persistent};

@@ -88,6 +88,9 @@ gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d,
                   hpre.get<float>()};
   cudaStream_t st;
   MOE_CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  // The operands were uploaded with pageable cudaMemcpy on the legacy stream, which may return
+  // before its DMA lands, and a non-blocking stream does not wait for the legacy one.
+  MOE_CUDA_OK(cudaDeviceSynchronize());
   if (graph) {
     cudaGraph_t g;
     cudaGraphExec_t ge;

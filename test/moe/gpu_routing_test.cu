@@ -39,6 +39,7 @@ void check_device_routing(const std::vector<float>& logits, int T, const qm::rou
                      por.get<int>(), eor.get<int>(),  wor.get<float>()};
   cudaStream_t s;
   MOE_CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  MOE_CUDA_OK(cudaDeviceSynchronize());  // the logits' pageable upload (legacy stream) landed
   if (graph) {
     cudaGraph_t g;
     cudaGraphExec_t ge;
