@@ -35,8 +35,8 @@ namespace {
 #define CUDA_OK(expr)                                                                              \
   do {                                                                                             \
     const cudaError_t e_ = (expr);                                                                 \
-    REQUIRE_MESSAGE(e_ == cudaSuccess, #expr, ": ", cudaGetErrorString(e_), " / ",                 \
-                    quads::kernels::last_error_message());                                         \
+    REQUIRE_MESSAGE(e_ == cudaSuccess, #expr, ": ", std::string(cudaGetErrorString(e_)), " / ",    \
+                    std::string(quads::kernels::last_error_message()));                            \
   } while (0)
 
 //! Owning device allocation.

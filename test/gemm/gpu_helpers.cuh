@@ -54,7 +54,7 @@ struct dbuf {
 
 inline void sync_ok() {
   const cudaError_t e = cudaDeviceSynchronize();
-  REQUIRE_MESSAGE(e == cudaSuccess, cudaGetErrorString(e));
+  REQUIRE_MESSAGE(e == cudaSuccess, std::string(cudaGetErrorString(e)));
 }
 
 inline int device_sms() {

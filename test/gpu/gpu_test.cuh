@@ -33,8 +33,8 @@ namespace quads::gpu_test {
   do {                                                                                             \
     const cudaError_t quads_e_ = (expr);                                                           \
     if (quads_e_ != cudaSuccess)                                                                   \
-      FAIL(#expr << " -> " << cudaGetErrorString(quads_e_) << " ("                                 \
-                 << ::quads::kernels::last_error_message() << ")");                                \
+      FAIL(#expr << " -> " << std::string(cudaGetErrorString(quads_e_)) << " ("                    \
+                 << std::string(::quads::kernels::last_error_message()) << ")");                   \
   } while (0)
 
 //! The run's seed: QUADS_SEED if set, else the clock; printed once by main.
@@ -73,7 +73,7 @@ struct device_buffer {
 
 inline void sync_ok() {
   const cudaError_t e = cudaDeviceSynchronize();
-  REQUIRE_MESSAGE(e == cudaSuccess, cudaGetErrorString(e));
+  REQUIRE_MESSAGE(e == cudaSuccess, std::string(cudaGetErrorString(e)));
 }
 
 // ---------------------------------------------------------------------------------------------

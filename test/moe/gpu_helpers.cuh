@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace moe_test {
@@ -23,8 +24,8 @@ namespace moe_test {
 #define MOE_CUDA_OK(expr)                                                                          \
   do {                                                                                             \
     const cudaError_t e_ = (expr);                                                                 \
-    INFO(#expr << ": " << cudaGetErrorString(e_) << " / "                                          \
-               << quads::kernels::last_error_message());                                           \
+    INFO(#expr << ": " << std::string(cudaGetErrorString(e_)) << " / "                             \
+               << std::string(quads::kernels::last_error_message()));                              \
     REQUIRE(e_ == cudaSuccess);                                                                    \
   } while (0)
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace policy_gpu_test {
@@ -22,7 +23,7 @@ namespace policy_gpu_test {
 #define QUADS_CUDA_REQUIRE(call)                                                                   \
   do {                                                                                             \
     const cudaError_t quads_e_ = (call);                                                           \
-    INFO(#call << ": " << cudaGetErrorString(quads_e_));                                           \
+    INFO(#call << ": " << std::string(cudaGetErrorString(quads_e_)));                              \
     REQUIRE(quads_e_ == cudaSuccess);                                                              \
   } while (0)
 

@@ -112,11 +112,11 @@ void check_linear_gpu(std::string_view name, quads::linear_shape s,
   QUADS_CUDA_REQUIRE(cudaStreamCreate(&stream));
   const cudaError_t fe = tr::linear_forward<P, TW>(
       handle.h, x_d.p, w_d.p, with_bias ? bias_d.p : nullptr, y_d.p, s, ws, dargs, stream);
-  INFO("forward: " << tr::last_error_message());
+  INFO("forward: " << std::string(tr::last_error_message()));
   REQUIRE(fe == cudaSuccess);
   const cudaError_t be = tr::linear_backward<P, TW>(handle.h, dy_d.p, x_d.p, w_d.p, dx_d.p, dw_d.p,
                                                     db_d.p, s, ws, dargs, stream);
-  INFO("backward: " << tr::last_error_message());
+  INFO("backward: " << std::string(tr::last_error_message()));
   REQUIRE(be == cudaSuccess);
   QUADS_CUDA_REQUIRE(cudaStreamSynchronize(stream));
   QUADS_CUDA_REQUIRE(cudaStreamDestroy(stream));
