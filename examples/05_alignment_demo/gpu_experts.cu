@@ -48,6 +48,9 @@ T* upload(const std::vector<T>& v) {
   T* p = nullptr;
   check(cudaMalloc(&p, v.size() * sizeof(T) + 16), "cudaMalloc");
   check(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  // A pageable copy may return before its DMA lands, and the workers' non-blocking streams do
+  // not wait for the legacy stream it ran on.
+  check(cudaStreamSynchronize(cudaStreamLegacy), "upload");
   return p;
 }
 
