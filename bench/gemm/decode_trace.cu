@@ -81,7 +81,7 @@ double mean(const std::vector<double>& v) {
 template <class Launch>
 void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flush_n, unsigned* sink,
                  const char* label) {
-  constexpr std::size_t slots = 64;  // per CTA: %globaltimer at point p, clock64 at 32 + p
+  constexpr std::size_t slots = qg::detail::decode_trace_slot_count;  // per CTA
   unsigned long long* buf;
   CHECK(cudaMalloc(&buf, sizeof(unsigned long long) * slots * ctas));
   unsigned long long* none = nullptr;
@@ -127,7 +127,7 @@ void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flus
   for (int c = 0; c < ctas; ++c) {
     if (h[slots * c + 12] == 0) continue;
     const unsigned long long* g = &h[slots * c];
-    const unsigned long long* k = g + 32;
+    const unsigned long long* k = g + qg::detail::decode_trace_points;  // clock64 stamps
     auto cyc = [&](unsigned long long a, unsigned long long b) { return (double)(b - a) / (clock_khz * 1e-3); };
     entry.push_back((g[0] - t0) * 1e-3);
     end.push_back((g[12] - t0) * 1e-3);

@@ -526,10 +526,13 @@ QUADS_DEVICE_API void cp_async_wait() {
 //! A CTA that streams several n-tiles (`MultiN`) stamps the phases of its first one only (the
 //! later passes used to overwrite them, so "prologue" spanned the whole first pass).
 static __device__ unsigned long long* decode_trace_buffer;
-//! The CTA's 64 trace slots.
+//! Trace slots per CTA: %globaltimer at `point`, clock64 at `point + decode_trace_points`.
+inline constexpr int decode_trace_points = 32;
+inline constexpr int decode_trace_slot_count = 2 * decode_trace_points;
+//! The CTA's trace slots.
 QUADS_DEVICE_API unsigned long long* decode_trace_slots() {
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  return decode_trace_buffer + 64ull * cta;
+  return decode_trace_buffer + static_cast<unsigned long long>(decode_trace_slot_count) * cta;
 }
 QUADS_DEVICE_API void decode_trace(int point) {
   if (decode_trace_buffer == nullptr || threadIdx.x % 32 != 0) return;
@@ -537,7 +540,7 @@ QUADS_DEVICE_API void decode_trace(int point) {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   unsigned long long* slots = decode_trace_slots();
   slots[point] = t;
-  slots[32 + point] = static_cast<unsigned long long>(clock64());
+  slots[decode_trace_points + point] = static_cast<unsigned long long>(clock64());
 }
 //! Stores the launch mode (resident, threads) into slots 13 and 14 of the CTA (thread 0).
 QUADS_DEVICE_API void decode_trace_mode(bool resident) {
