@@ -15,8 +15,8 @@
 //! rate with independent accumulators at 4-32 warps per SM: the tensor-pipe time a chunk's MMAs
 //! need at least (the RAC residual doubles them at 16 tokens).
 //! (exits 77 without a GPU). The numbers are of a single cold call (after an L2 sweep; with
-//! `QUADS_TRACE_HOT=1` right after the same call instead: written 2026-12-07, not yet run on a
-//! GPU) with the stamps' own stores included; use quads_bench_gemm for timings. Grouped calls
+//! `QUADS_TRACE_HOT=1` right after the same call instead; `QUADS_TRACE_TABLE=1`: grouped calls
+//! read an m-tile table) with the stamps' own stores included; use quads_bench_gemm for timings. Grouped calls
 //! whose CTAs stream several n-tiles ("CTAs ran" below the one-n-tile grid) report each CTA's
 //! first n-tile: entry to its epilogue.
 #define QUADS_DECODE_TRACE 1
@@ -64,6 +64,13 @@ __global__ void sweep(const uint4* p, std::size_t n, unsigned* sink) {
 bool trace_hot() {
   return qg::detail::env_override(
       "QUADS_TRACE_HOT", [](const char* v) { return v != nullptr && std::strcmp(v, "1") == 0; });
+}
+
+//! `QUADS_TRACE_TABLE=1`: grouped calls read an m-tile table (`write_m_tile_table`) instead of
+//! scanning the offsets in every CTA.
+bool trace_table() {
+  return qg::detail::env_override(
+      "QUADS_TRACE_TABLE", [](const char* v) { return v != nullptr && std::strcmp(v, "1") == 0; });
 }
 
 double pct(std::vector<double> v, double q) {
@@ -289,6 +296,13 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
   void* off;
   CHECK(cudaMalloc(&off, sizeof(int) * offsets.size()));
   CHECK(cudaMemcpy(off, offsets.data(), sizeof(int) * offsets.size(), cudaMemcpyHostToDevice));
+  void* entries = nullptr;
+  qg::grouped_m_tile_table table{};
+  if (trace_table()) {
+    CHECK(cudaMalloc(&entries, sizeof(qg::grouped_m_tile) * plan.stream_m_tiles));
+    table = qg::m_tile_table_for(plan, static_cast<qg::grouped_m_tile*>(entries));
+    CHECK(qg::write_m_tile_table(plan, static_cast<const int*>(off), table.entries, nullptr));
+  }
   const auto* tsp = o.scales();
   const epi::arguments ea = o.store_args(N);
   // MoeEpi: the MoE layer's gate_up epilogue (alpha, SwiGLU, quantize h to NVFP4 with RAC 50 %
@@ -333,8 +347,9 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
   const int ctas = plan.splits * ((N + 127) / 128) * plan.stream_m_tiles;
   char label[256];
   std::snprintf(label, sizeof label,
-                "grouped %s%s%sE=%d active=%d rows=%d %dx%d tile_rows=%d splits=%d chunks/split=%d "
-                "one-n-tile grid=%d (weights %.1f MB)",
+                "grouped %s%s%s%sE=%d active=%d rows=%d %dx%d tile_rows=%d splits=%d "
+                "chunks/split=%d one-n-tile grid=%d (weights %.1f MB)",
+                table.entries != nullptr ? "m-tile-table " : "",
                 MoeEpi ? "moe-gate_up-epilogue " : "", Rac ? "rac50 " : "",
                 pair ? "tiled-pair " : "", E, active, rows, N, K, plan.stream_tile_rows,
                 plan.splits, plan.chunks_per_split, ctas,
@@ -343,13 +358,13 @@ void trace_grouped(int E, int active, int rows, int N, int K, const uint4* flush
       [&] {
         if constexpr (MoeEpi)
           return qg::grouped_gemm<Lane, moe_epi>(plan, w, a, static_cast<const int*>(off), me, o.ws,
-                                                 nullptr);
+                                                 nullptr, table);
         else
           return qg::grouped_gemm<Lane, epi>(plan, w, a, static_cast<const int*>(off), ea, o.ws,
-                                             nullptr);
+                                             nullptr, table);
       },
       ctas, flush, flush_n, sink, label);
-  for (void* q : {off, h, hs, eor, dslot})
+  for (void* q : {off, h, hs, eor, dslot, entries})
     CHECK(cudaFree(q));
 }
 

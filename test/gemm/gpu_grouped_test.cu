@@ -134,6 +134,42 @@ std::string describe(const routing& r) {
   return s + "} max_rows " + std::to_string(r.max_rows);
 }
 
+//! The m-tile table `write_m_tile_table` writes for `plan` equals the host's
+//! (`fill_m_tile_table`), and the streaming kernel reading it (no offsets scan) gives the bits
+//! `want` of the same launch without it (the atomic reduction: equal values, any order).
+template <class Lane, class Epi, class Act, class MakeArgs>
+void check_with_m_tile_table(const routing& r, const qg::grouped_plan& plan,
+                             const qg::fp4_expert_weights<quads::nvfp4>& w, const Act& a,
+                             MakeArgs make_args, const int* doff, const std::vector<float>& want,
+                             const std::string& label) {
+  const int E = plan.experts, slots = plan.stream_m_tiles;
+  qt::dbuf<qg::grouped_m_tile> entries(static_cast<std::size_t>(slots), 0x5A);
+  QUADS_GEMM_CHECK(qg::write_m_tile_table(plan, doff, entries.ptr, nullptr));
+  qt::sync_ok();
+  std::vector<qg::grouped_m_tile> host(static_cast<std::size_t>(slots));
+  qg::fill_m_tile_table(r.offsets.data(), E, plan.max_rows, plan.stream_tile_rows, slots,
+                        host.data());
+  const auto dev = entries.download(static_cast<std::size_t>(slots));
+  REQUIRE_MESSAGE(std::memcmp(dev.data(), host.data(), host.size() * sizeof(host[0])) == 0,
+                  label << ": the device m-tile table differs from the host's");
+  qt::dbuf<std::uint8_t> ws(plan.workspace_bytes);
+  qt::dbuf<float> y(want.size(), 0x7B);
+  QUADS_GEMM_CHECK((qg::grouped_gemm<Lane, Epi>(plan, w, a, doff, make_args(y.ptr), ws.ptr,
+                                                nullptr, qg::m_tile_table_for(plan, entries.ptr))));
+  qt::sync_ok();
+  const auto got = y.download(want.size());
+  if (plan.mode == qg::reduction::deterministic || plan.splits == 1)
+    CHECK_MESSAGE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0,
+                  label << ": the launch with the m-tile table differs from the one without");
+  else
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (std::fabs(got[i] - want[i]) > 1e-3f * (std::fabs(want[i]) + 1.0f)) {
+        FAIL_CHECK(label << ": with the m-tile table, value " << i << " " << got[i] << " vs "
+                         << want[i]);
+        break;
+      }
+}
+
 //! Launches grouped_gemm for both reductions and split factors {0, 1, 3}, checks rows
 //! [0, total) against y_ref and that rows beyond stay untouched.
 template <class Lane, class Epi, class Act, class MakeArgs>
@@ -158,6 +194,7 @@ void launch_and_check(const routing& r, int N, int K, int E, bool residual,
                                 std::to_string(n_per) +
                                 (mode == qg::reduction::atomic ? " atomic" : " deterministic");
       const auto all = y.download(static_cast<std::size_t>(r.max_rows) * N);
+      check_with_m_tile_table<Lane, Epi>(r, plan, w, a, make_args, doff.ptr, all, label);
       const std::vector<float> got(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(r.total) * N);
       if (r.total > 0) qt::check_scaled(got, y_ref, acc, aabs, plan.splits, label);
       std::uint32_t sentinel;
@@ -453,6 +490,9 @@ void moe_kernels(const routing& r, int N, int K, int E, const qg::fp4_expert_wei
     REQUIRE(cudaStreamSynchronize(st) == cudaSuccess);
     qt::sync_ok();
     const auto got = y.download(static_cast<std::size_t>(r.max_rows) * N);
+    if (kernel == qg::grouped_kernel::automatic)
+      check_with_m_tile_table<qg::bf16_lane, epi_alpha>(r, plan, w, a, make_args, doff.ptr, got,
+                                                        what + " (m-tile table)");
     if (v.n_per == 1) one_tile = got;
     if (v.n_per == 3)
       CHECK_MESSAGE(std::memcmp(got.data(), one_tile.data(), got.size() * 4) == 0,
@@ -664,6 +704,22 @@ TEST_CASE("sm90: grouped_gemm refuses bad arguments with a message") {
   negative.n_tiles_per_cta = -1;
   expect_refusal(qg::grouped_gemm<qg::bf16_lane, epi_alpha>(negative, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E}, a, off.ptr, args, ws.ptr, nullptr),
                  "n_tiles_per_cta");
+  // an m-tile table of another plan (tile rows, slots), misaligned, and bad writer arguments
+  qt::dbuf<qg::grouped_m_tile> entries(static_cast<std::size_t>(plan.stream_m_tiles) + 1);
+  auto table = qg::m_tile_table_for(plan, entries.ptr);
+  table.tile_rows += 1;
+  expect_refusal(qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E}, a, off.ptr, args, ws.ptr, nullptr, table),
+                 "m-tile table");
+  table = qg::m_tile_table_for(plan, entries.ptr);
+  table.slots += 1;
+  expect_refusal(qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E}, a, off.ptr, args, ws.ptr, nullptr, table),
+                 "m-tile table");
+  table = qg::m_tile_table_for(plan, reinterpret_cast<qg::grouped_m_tile*>(reinterpret_cast<char*>(entries.ptr) + 4));
+  expect_refusal(qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E}, a, off.ptr, args, ws.ptr, nullptr, table),
+                 "m-tile table");
+  expect_refusal(qg::write_m_tile_table(plan, nullptr, entries.ptr, nullptr), "expert_offsets");
+  expect_refusal(qg::write_m_tile_table(plan, off.ptr, table.entries, nullptr), "16-byte");
+  expect_refusal(qg::write_m_tile_table(qg::grouped_plan{}, off.ptr, entries.ptr, nullptr), "experts");
   QUADS_GEMM_CHECK((qg::grouped_gemm<qg::bf16_lane, epi_alpha>(plan, qg::fp4_expert_weights<quads::nvfp4>{wd.ptr, wsc.ptr, E}, a, off.ptr, args, ws.ptr, nullptr)));
   qt::sync_ok();
 }

@@ -86,6 +86,55 @@ TEST_CASE("the grouped item list covers every active row, n-tile and split exact
   }
 }
 
+TEST_CASE("the m-tile table lists the streaming kernel's m-tiles in slot order") {
+  auto g = quads_test::rng("gemm.grouped_schedule.m_tile_table");
+  for (int trial = 0; trial < 300; ++trial) {
+    std::uniform_int_distribution<int> ex(1, 300), rows(0, 40), coin(0, 3);
+    const int E = ex(g);
+    std::vector<int> offsets{0};
+    for (int e = 0; e < E; ++e) offsets.push_back(offsets.back() + (coin(g) == 0 ? rows(g) : 0));
+    const int max_rows = offsets.back() + coin(g) * 7 > 0 ? offsets.back() + coin(g) * 7 : 1;
+    const auto plan = qg::plan_grouped(max_rows, 256, 512, E, false);
+    const int tile = plan.stream_tile_rows;
+    std::vector<qg::grouped_m_tile> table(static_cast<std::size_t>(plan.stream_m_tiles));
+    qg::fill_m_tile_table(offsets.data(), E, max_rows, tile, plan.stream_m_tiles, table.data());
+    const auto prefix = prefix_of(offsets, tile);
+    for (int z = 0; z < plan.stream_m_tiles; ++z) {
+      const auto& t = table[static_cast<std::size_t>(z)];
+      CAPTURE(z);
+      CAPTURE(E);
+      CHECK(t.unused == 0);
+      if (z >= prefix.back()) {  // past the routing's m-tiles: the scan path's CTAs leave
+        CHECK(t.expert == -1);
+        continue;
+      }
+      const auto it = qg::grouped_item_at(z, prefix.data(), offsets.data(), E, 1, 1, tile);
+      CHECK(t.expert == it.expert);
+      CHECK(t.m0 == it.m0);
+      CHECK(t.m_end == it.m_end);
+    }
+  }
+}
+
+TEST_CASE("the m-tile table clamps offsets to the rows and drops m-tiles past its slots") {
+  // expert 0: rows [0, 9) of at most 6 -> [0, 6); expert 1 starts below 0; expert 2 is empty
+  const int offsets[] = {-3, 0, 9, 9};
+  qg::grouped_m_tile t[4] = {};
+  qg::fill_m_tile_table(offsets, 3, 6, 4, 4, t);
+  CHECK(t[0].expert == 1);
+  CHECK(t[0].m0 == 0);
+  CHECK(t[0].m_end == 4);
+  CHECK(t[1].expert == 1);
+  CHECK(t[1].m0 == 4);
+  CHECK(t[1].m_end == 6);
+  CHECK(t[2].expert == -1);
+  CHECK(t[3].expert == -1);
+  qg::grouped_m_tile one[1] = {};
+  qg::fill_m_tile_table(offsets, 3, 6, 4, 1, one);  // one slot: the second m-tile is dropped
+  CHECK(one[0].expert == 1);
+  CHECK(one[0].m_end == 4);
+}
+
 TEST_CASE("the streaming kernel's m-tile rows follow the rows per busy expert") {
   CHECK(qg::grouped_stream_tile_rows(8, 128) == 4);    // T = 1, top-8: one row per expert
   CHECK(qg::grouped_stream_tile_rows(512, 256) == 4);  // 2 rows per expert

@@ -73,12 +73,13 @@ struct tiled_pair_weights {
 template <qm::layer_policy P>
 gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d, bool graph = false,
                   int repeats = 1, const qm::layer_weights_view* weights = nullptr,
-                  bool programmatic = true) {
+                  bool programmatic = true, bool m_tile_table = true) {
   const auto& s = p.shape;
   const int T = p.tokens, n = T * s.top_k, H = s.hidden, I = s.intermediate;
   const qm::layer_weights_view& wv = weights != nullptr ? *weights : d.w;
   qm::layer_tuning tune{};
   tune.programmatic_min_rows = programmatic ? 0 : std::numeric_limits<int>::max();
+  tune.m_tile_table = m_tile_table;
   const auto plan = qm::plan_layer<P>(T, s, p.rc, p.num.gate_up_sel.selected,
                                       p.num.down_selected(), 132, tune);
   REQUIRE(plan.valid);
@@ -341,6 +342,35 @@ TEST_SUITE("moe.layer.gpu") {
   // grouped GEMMs read the offsets and prefetch weights before waiting); a missing wait shows as
   // different bits here. T = 1 / 16 / 64 / 300 give 4-, 8- and 16-row m-tiles and a multi-kernel
   // routing; graph replays repeat the chain back to back.
+  TEST_CASE("the m-tile table on and off give the same bits on every routing path") {
+    const qm::layer_shape s{32, 8, 512, 256};
+    if (std::getenv("QUADS_MOE_TILE_TABLE") == nullptr) {  // the default: the routing writes it
+      const auto plan = qm::plan_layer<qm::layer_policy::quads_rac>(16, s, {32, 8}, 128, 64);
+      CHECK(plan.m_tile_table);
+      CHECK(plan.gu.stream_m_tiles == plan.dn.stream_m_tiles);
+    }
+    // T = 300: 2400 rows, the CUB routing path and the table kernel after it
+    for (int T : {1, 16, 64, 300}) {
+      const auto p = moe_test::make_problem(s, T, quads_test::derived_seed("moe.gpu.tiles") + T);
+      const moe_test::device_problem d(p);
+      const tiled_pair_weights tw(p, d);
+      CAPTURE(T);
+      auto same = [](const gpu_run& a, const gpu_run& b) {
+        CHECK(std::memcmp(a.out_f32.data(), b.out_f32.data(), a.out_f32.size() * sizeof(float)) ==
+              0);
+        CHECK(a.out == b.out);
+        CHECK(a.h == b.h);
+      };
+      using enum qm::layer_policy;
+      same(run_layer<quads_rac>(p, d, false, 1, &tw.view, true, false),
+           run_layer<quads_rac>(p, d, true, 2, &tw.view, true, true));
+      same(run_layer<naive_w4a4>(p, d, false, 1, nullptr, true, false),
+           run_layer<naive_w4a4>(p, d, false, 1, nullptr, true, true));
+      same(run_layer<w4a16>(p, d, false, 1, nullptr, true, false),
+           run_layer<w4a16>(p, d, false, 1, nullptr, true, true));
+    }
+  }
+
   TEST_CASE("programmatic launch on and off give the same bits, direct and replayed") {
     const qm::layer_shape s{32, 8, 512, 256};
     if (std::getenv("QUADS_MOE_PDL") == nullptr) { // the default: all stages, late release < 64 rows

@@ -35,8 +35,14 @@ void check_device_routing(const std::vector<float>& logits, int T, const qm::rou
   dbuf dl = moe_test::upload(logits);
   dbuf te(4 * n + 4), tw(4 * n + 4), off(4 * (cfg.experts + 1)), rop(4 * n + 4), por(4 * n + 4),
       eor(4 * n + 4), wor(4 * n + 4), ws(plan.workspace_bytes + 256);
+  // with the m-tile table of the grouped GEMMs over these rows (every call: each path writes it)
+  const auto gemm_plan = quads::gemm::plan_grouped(n, 256, 256, cfg.experts, false);
+  dbuf tiles(sizeof(quads::gemm::grouped_m_tile) * gemm_plan.stream_m_tiles);
+  MOE_CUDA_OK(
+      cudaMemset(tiles.get(), 0x5A, sizeof(quads::gemm::grouped_m_tile) * gemm_plan.stream_m_tiles));
   qm::routing_view v{te.get<int>(),  tw.get<float>(), off.get<int>(),  rop.get<int>(),
-                     por.get<int>(), eor.get<int>(),  wor.get<float>()};
+                     por.get<int>(), eor.get<int>(),  wor.get<float>(),
+                     quads::gemm::m_tile_table_for(gemm_plan, tiles.get<quads::gemm::grouped_m_tile>())};
   cudaStream_t s;
   MOE_CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   MOE_CUDA_OK(cudaDeviceSynchronize());  // the logits' pageable upload (legacy stream) landed
@@ -69,6 +75,14 @@ void check_device_routing(const std::vector<float>& logits, int T, const qm::rou
   CHECK(moe_test::download<int>(por.get(), n) == want.pair_of_row);
   CHECK(moe_test::download<int>(eor.get(), n) == want.expert_of_row);
   CHECK(same_bits(moe_test::download<float>(wor.get(), n), want.weight_of_row));
+  std::vector<quads::gemm::grouped_m_tile> want_tiles(
+      static_cast<std::size_t>(gemm_plan.stream_m_tiles));
+  quads::gemm::fill_m_tile_table(want.offsets.data(), cfg.experts, n, gemm_plan.stream_tile_rows,
+                                 gemm_plan.stream_m_tiles, want_tiles.data());
+  const auto got_tiles = moe_test::download<quads::gemm::grouped_m_tile>(
+      tiles.get(), gemm_plan.stream_m_tiles);
+  CHECK(std::memcmp(got_tiles.data(), want_tiles.data(),
+                    want_tiles.size() * sizeof(want_tiles[0])) == 0);
 }
 
 } // namespace
@@ -146,6 +160,10 @@ TEST_SUITE("moe.routing.gpu") {
     CHECK(qm::route(plan, nullptr, v, nullptr, nullptr) == cudaErrorInvalidValue);
     CHECK(qm::route(qm::plan_routing(4, {8, 9}), nullptr, v, nullptr, nullptr) ==
           cudaErrorInvalidValue);
+    dbuf tiles(64);
+    v.m_tiles = {reinterpret_cast<quads::gemm::grouped_m_tile*>(tiles.get<char>() + 4), 4, 2};
+    CHECK(qm::route(plan, nullptr, v, nullptr, nullptr) == cudaErrorInvalidValue);
+    CHECK(std::string(quads::kernels::last_error_message()).find("m_tiles") != std::string::npos);
   }
 
 } // TEST_SUITE

@@ -748,8 +748,11 @@ __device__ __forceinline__ void grouped_prefix(const grouped_sched& s, int* off,
 //! dynamic shared memory (after the ring). Unused by the dense form.
 struct stream_groups {
   grouped_sched sched;
+  //! The routing's m-tile table (`stream_m_tiles` entries of `sched.tile_rows` rows), or null:
+  //! each CTA then builds the offsets' prefix table in shared memory (`grouped_prefix`).
+  const grouped_m_tile* m_tiles;
   int experts;
-  int table_offset;  //!< bytes
+  int table_offset;  //!< bytes (of the prefix table; unused with `m_tiles`)
   //! 128-row n-tiles per CTA (>= 1; grid y = ceil(n_tiles / n_per_cta)): a CTA streams them one
   //! after the other with its activations staged once (resident activations only).
   int n_per_cta;
@@ -811,14 +814,23 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
   const int n_items = MultiN ? min(gs.n_per_cta, gs.n_tiles - n_first) : 1;
   const int tile_rows = Grouped ? gs.sched.tile_rows : SL::tokens_per_cta;
   constexpr int nt = FixedTiles;  // n8 token tiles
+  // m-tile blockIdx.z of the experts' rows: its entry in the routing's m-tile table (an L2 load,
+  // as the offsets: a programmatic launch reads it before `pdl_wait`), else from the offsets
+  // (read here, on the device); the CTAs of a cluster share blockIdx.z, so they leave together
+  // when the tile does not exist
+  auto table_entry = [&] {
+    return __ldcg(reinterpret_cast<const int4*>(gs.m_tiles) + blockIdx.z);
+  };
   if constexpr (Grouped) {
-    // m-tile blockIdx.z of the experts' rows (offsets read here, on the device); the CTAs of a
-    // cluster share blockIdx.z, so they leave together when the tile does not exist
-    int* g_off = reinterpret_cast<int*>(smem_raw + gs.table_offset);
-    int* g_prefix = g_off + gs.experts + 1;
-    grouped_prefix(gs.sched, g_off, g_prefix, g_prefix + gs.experts + 1);
+    if (gs.m_tiles != nullptr) {
+      if (table_entry().x < 0) return;
+    } else {
+      int* g_off = reinterpret_cast<int*>(smem_raw + gs.table_offset);
+      int* g_prefix = g_off + gs.experts + 1;
+      grouped_prefix(gs.sched, g_off, g_prefix, g_prefix + gs.experts + 1);
+      if (static_cast<int>(blockIdx.z) >= g_prefix[gs.experts]) return;
+    }
     QUADS_DECODE_TRACE_POINT(20, warp == 0);
-    if (static_cast<int>(blockIdx.z) >= g_prefix[gs.experts]) return;
   }
   // One pass per n-tile; the activations are staged in the first only (resident mode: the
   // launcher gives a CTA several n-tiles only then), so a later n-tile's prologue is its ring
@@ -832,10 +844,19 @@ __global__ void __launch_bounds__(stream_layout::threads * KGroups, KGroups == 1
     const std::uint8_t* w_scales = p.w_scales;
     const int* slot_table = p.slot;
     if constexpr (Grouped) {
-      // the scheduler's item lookup with one item per m-tile (splits and n-tiles are grid axes)
-      const int* g_off = reinterpret_cast<const int*>(smem_raw + gs.table_offset);
-      const grouped_item it = grouped_item_at(static_cast<int>(blockIdx.z), g_off + gs.experts + 1,
-                                              g_off, gs.experts, 1, 1, tile_rows);
+      // the m-tile's entry again (the table: an L2 hit; the offsets: the scheduler's item
+      // lookup with one item per m-tile, splits and n-tiles being grid axes)
+      grouped_item it{};
+      if (gs.m_tiles != nullptr) {
+        const int4 entry = table_entry();
+        it.expert = entry.x;
+        it.m0 = entry.y;
+        it.m_end = entry.z;
+      } else {
+        const int* g_off = reinterpret_cast<const int*>(smem_raw + gs.table_offset);
+        it = grouped_item_at(static_cast<int>(blockIdx.z), g_off + gs.experts + 1, g_off,
+                             gs.experts, 1, 1, tile_rows);
+      }
       m0 = it.m0;
       m_end = it.m_end;
       w_data += static_cast<std::size_t>(it.expert) * gs.sched.w_expert_bytes;

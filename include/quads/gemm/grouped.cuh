@@ -34,6 +34,7 @@
 
 #include <quads/gemm/decode.cuh>
 #include <quads/gemm/grouped_layout.hpp>
+#include <quads/gemm/m_tile_table.cuh>
 
 #include <cuda_runtime.h>
 
@@ -150,11 +151,16 @@ inline bool grouped_rac_buffer_from_env() {
 //! max_rows` (values are clamped to [0, max_rows]; rows outside [offsets[0], offsets[E]) are
 //! ignored). Checks as `decode_gemm`, plus: experts in [1, grouped_max_experts] and equal to the
 //! plan's and the weights'; offsets non-null and 4-byte aligned; RAC `slot_expert_stride` 0 or
-//! K / B. Refusals return cudaErrorInvalidValue with a message, nothing enqueued.
+//! K / B. `m_tiles` (optional): the m-tile table of these offsets for this plan
+//! (`m_tile_table_for(plan, entries)`, written by `write_m_tile_table` or `moe::route`); the
+//! streaming kernel's CTAs then read their m-tile from it instead of scanning the offsets (the
+//! persistent kernel ignores it). Its `tile_rows` and `slots` must be the plan's. Refusals
+//! return cudaErrorInvalidValue with a message, nothing enqueued.
 template <mma_lane Lane, class Epi, block_scaled_format WF, class Act>
 cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>& w, const Act& a,
                          const int* expert_offsets, const typename Epi::arguments& epi,
-                         void* workspace, cudaStream_t stream) {
+                         void* workspace, cudaStream_t stream,
+                         const grouped_m_tile_table& m_tiles = {}) {
   using ::quads::kernels::detail::aligned;
   using ::quads::kernels::detail::fail;
   using AT = detail::activation_traits<Act>;
@@ -179,6 +185,11 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
     return fail("quads: grouped_gemm: n_tiles_per_cta must be 0 (the launcher's rule) or positive");
   if (expert_offsets == nullptr || !aligned(expert_offsets, 4))
     return fail("quads: grouped_gemm: expert_offsets must be a non-null device int[E + 1]");
+  if (m_tiles.entries != nullptr &&
+      (m_tiles.tile_rows != plan.stream_tile_rows || m_tiles.slots != plan.stream_m_tiles ||
+       !aligned(m_tiles.entries, 16)))
+    return fail("quads: grouped_gemm: the m-tile table is not this plan's (m_tile_table_for of "
+                "the plan; 16-byte aligned entries)");
   detail::decode_params p;
   if (const cudaError_t e = detail::check_and_fill<true, Lane, Epi>(
           M, N, K, plan.residual, fp4_weights<WF>{w.data, w.scales}, a, epi, workspace, p);
@@ -236,7 +247,8 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       const bool res_buffer = SL::residual_buffer(AT::rac, rac_cols, nt, true);
       const int n128 = (N + SL::rows_per_cta - 1) / SL::rows_per_cta;
       const long ctas = static_cast<long>(plan.splits) * n128 * plan.stream_m_tiles;
-      const int table_bytes = (2 * (E + 1) + SL::warps) * 4;
+      // the prefix table in shared memory (none with an m-tile table)
+      const int table_bytes = m_tiles.entries != nullptr ? 0 : (2 * (E + 1) + SL::warps) * 4;
       const int res_bytes =
           SL::resident_bytes(nt, res_buffer, plan.chunks_per_split, St) + table_bytes;
       p.resident = detail::stream_resident(plan.chunks_per_split, res_bytes, ctas);
@@ -258,6 +270,7 @@ cudaError_t grouped_gemm(const grouped_plan& plan, const fp4_expert_weights<WF>&
       detail::stream_groups gs{};
       gs.sched = s;
       gs.sched.tile_rows = tile;
+      gs.m_tiles = m_tiles.entries;
       gs.experts = E;
       gs.table_offset = body;
       gs.n_per_cta = n_per;

@@ -217,4 +217,54 @@ QUADS_API constexpr int grouped_m_tiles(int rows,
   return rows > 0 ? (rows + tile_rows - 1) / tile_rows : 0;
 }
 
+//! One entry of an m-tile table: the streaming kernel's m-tile slot as expert and A rows
+//! `[m0, m_end)`; `expert < 0` past the routing's m-tiles (the slot's CTAs leave at once).
+struct alignas(16) grouped_m_tile {
+  int expert;
+  int m0, m_end;
+  int unused; //!< 0 (pads the entry to one 16-byte load)
+};
+
+//! An m-tile table in device memory: `slots` entries for `tile_rows`-row m-tiles, entry z =
+//! the streaming kernel's m-tile slot z in the order of `grouped_item_at` (experts ascending,
+//! then rows). Written once per routing (by `moe::route` through `routing_view::m_tiles`, or
+//! by `write_m_tile_table`), it serves every grouped GEMM of that routing whose plan has the
+//! same `stream_tile_rows` and `stream_m_tiles`: each CTA then reads its entry (one 16-byte
+//! load) instead of reading all E + 1 offsets, scanning them and searching its m-tile
+//! (docs/moe.md, "The m-tile table"). `entries == nullptr`: no table.
+struct grouped_m_tile_table {
+  grouped_m_tile* entries = nullptr;
+  int tile_rows = 0;
+  int slots = 0;
+};
+
+//! The table a grouped GEMM of `plan` reads, at `entries` (`plan.stream_m_tiles` entries).
+constexpr grouped_m_tile_table m_tile_table_for(const grouped_plan& plan,
+                                                grouped_m_tile* entries) noexcept {
+  return {entries, plan.stream_tile_rows, plan.stream_m_tiles};
+}
+
+//! The entry of expert e's m-tile j (rows `[first, last)` of A).
+QUADS_API constexpr grouped_m_tile grouped_m_tile_at(int e, int first, int last, int j,
+                                                     int tile_rows) noexcept {
+  const int m0 = first + j * tile_rows;
+  return {e, m0, m0 + tile_rows < last ? m0 + tile_rows : last, 0};
+}
+
+//! The table of `offsets` (E + 1 values, clamped to [0, max_rows] as the kernels do) into
+//! `out[0, slots)` (host reference of the device writers; m-tiles past `slots` are dropped, as
+//! the scan path's grid drops them).
+constexpr void fill_m_tile_table(const int* offsets, int experts, int max_rows, int tile_rows,
+                                 int slots, grouped_m_tile* out) noexcept {
+  auto clamp = [&](int v) { return v < 0 ? 0 : (v > max_rows ? max_rows : v); };
+  int z = 0;
+  for (int e = 0; e < experts; ++e) {
+    const int first = clamp(offsets[e]), last = clamp(offsets[e + 1]);
+    for (int j = 0; j < grouped_m_tiles(last - first, tile_rows) && z < slots; ++j)
+      out[z++] = grouped_m_tile_at(e, first, last, j, tile_rows);
+  }
+  for (; z < slots; ++z)
+    out[z] = {-1, 0, 0, 0};
+}
+
 } // namespace quads::gemm

@@ -134,6 +134,11 @@ struct layer_tuning {
   //! placed while the gate_up grid (one wave) runs cost 3-8 us; placed as it ends they gain
   //! 0.2-2.7 us over no overlap. From 128 rows the entry release is 0.4-1.3 us faster.
   int early_release_min_rows = 64;
+  //! The routing writes the grouped GEMMs' m-tile table (one 16-byte entry per m-tile slot) and
+  //! both GEMMs read their m-tile from it, instead of every CTA reading the E + 1 offsets, scanning
+  //! them and searching its m-tile (docs/moe.md, "The m-tile table"). `QUADS_MOE_TILE_TABLE` =
+  //! 0 / 1 overrides it in a whole process (A/B runs).
+  bool m_tile_table = true;
 };
 
 //! The launch plan of one layer call (host only). Workspace regions are 256-byte aligned offsets.
@@ -147,7 +152,10 @@ struct layer_plan {
   routing_plan routing{};
   gemm::grouped_plan gu{}, dn{};
   std::size_t off_routing = 0, off_routing_ws = 0, off_a1 = 0, off_a1s = 0, off_h = 0, off_hs = 0,
-              off_y = 0, off_gemm = 0;
+              off_y = 0, off_gemm = 0, off_m_tiles = 0;
+  //! The routing writes an m-tile table (at `off_m_tiles`, `gu.stream_m_tiles` entries) that
+  //! both grouped GEMMs read (`layer_tuning::m_tile_table`; their plans share its m-tiles).
+  bool m_tile_table = false;
   std::size_t workspace_bytes = 0;
   //! Kernels launched programmatically (`layer_tuning::programmatic_min_rows`, the environment):
   //! a mask of the `pdl_*` bits.
@@ -164,6 +172,13 @@ namespace detail {
 inline int pdl_stages_from_env() {
   return gemm::detail::env_override(
       "QUADS_MOE_PDL", [](const char* v) { return v != nullptr ? std::atoi(v) & 15 : -1; });
+}
+
+//! `QUADS_MOE_TILE_TABLE` = 0 / 1 replaces `layer_tuning::m_tile_table`; -1 when unset.
+inline int m_tile_table_from_env() {
+  return gemm::detail::env_override("QUADS_MOE_TILE_TABLE", [](const char* v) {
+    return v == nullptr ? -1 : (std::atoi(v) != 0 ? 1 : 0);
+  });
 }
 
 inline std::size_t align_up(std::size_t b) { return (b + 255) / 256 * 256; }
@@ -504,6 +519,12 @@ layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_con
   p.gu.programmatic = (p.programmatic & p.pdl_gate_up) != 0;
   p.dn.programmatic = (p.programmatic & p.pdl_down) != 0;
   p.gu.late_release = p.dn.late_release = p.rows < tune.early_release_min_rows;
+  if constexpr (P != layer_policy::bf16) {
+    const int env_table = detail::m_tile_table_from_env();
+    p.m_tile_table = (env_table >= 0 ? env_table == 1 : tune.m_tile_table) &&
+                     p.gu.stream_tile_rows == p.dn.stream_tile_rows &&
+                     p.gu.stream_m_tiles == p.dn.stream_m_tiles && p.gu.stream_m_tiles > 0;
+  }
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
     const std::size_t o = off;
@@ -531,6 +552,9 @@ layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_con
     gemm_ws = (a > b ? a : b) * sizeof(float);
   }
   p.off_gemm = take(gemm_ws);
+  if (p.m_tile_table)
+    p.off_m_tiles =
+        take(sizeof(gemm::grouped_m_tile) * static_cast<std::size_t>(p.gu.stream_m_tiles));
   p.workspace_bytes = off;
   p.valid = true;
   return p;
@@ -539,8 +563,12 @@ layer_plan<P> plan_layer(int tokens, const layer_shape& shape, const routing_con
 //! The routing arrays of a layer call inside its workspace (valid after `forward`).
 template <layer_policy P>
 routing_view routing_in(const layer_plan<P>& plan, void* workspace) {
-  return detail::routing_at(static_cast<std::uint8_t*>(workspace) + plan.off_routing, plan.rows,
-                            plan.shape.experts);
+  auto* base = static_cast<std::uint8_t*>(workspace);
+  routing_view v = detail::routing_at(base + plan.off_routing, plan.rows, plan.shape.experts);
+  if (plan.m_tile_table)
+    v.m_tiles = gemm::m_tile_table_for(
+        plan.gu, reinterpret_cast<gemm::grouped_m_tile*>(base + plan.off_m_tiles));
+  return v;
 }
 
 //! Runs the layer (see the file comment). Returns the first failing step's error (message in
@@ -678,7 +706,7 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
         a.residual = compensation::residual_scale::shared;
         a.slot_expert_stride = 0;
         if (cudaError_t e = gemm::grouped_gemm<Lane, gate_up_fp4_epilogue_gpu>(
-                plan.gu, wgu, a, rv.offsets, gu_epi, gws, stream);
+                plan.gu, wgu, a, rv.offsets, gu_epi, gws, stream, rv.m_tiles);
             e != cudaSuccess)
           return e;
         mark(2);
@@ -690,15 +718,15 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
         b.residual = compensation::residual_scale::shared;
         b.slot_expert_stride = I / block;
         if (plan.dn_selected > 0) {
-          if (cudaError_t e = gemm::grouped_gemm<Lane, down_epilogue>(plan.dn, wdn, b, rv.offsets,
-                                                                      dn_epi, gws, stream);
+          if (cudaError_t e = gemm::grouped_gemm<Lane, down_epilogue>(
+                  plan.dn, wdn, b, rv.offsets, dn_epi, gws, stream, rv.m_tiles);
               e != cudaSuccess)
             return e;
           mark(3);
         } else {
           if (cudaError_t e = gemm::grouped_gemm<Lane, down_epilogue>(
                   plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws,
-                  stream);
+                  stream, rv.m_tiles);
               e != cudaSuccess)
             return e;
           mark(3);
@@ -706,12 +734,13 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
       } else {
         if (cudaError_t e = gemm::grouped_gemm<Lane, gate_up_fp4_epilogue_gpu>(
                 plan.gu, wgu, gemm::fp4_activations<nvfp4>{a1, a1s}, rv.offsets, gu_epi, gws,
-                stream);
+                stream, rv.m_tiles);
             e != cudaSuccess)
           return e;
         mark(2);
         if (cudaError_t e = gemm::grouped_gemm<Lane, down_epilogue>(
-                plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws, stream);
+                plan.dn, wdn, gemm::fp4_activations<nvfp4>{h, hs}, rv.offsets, dn_epi, gws, stream,
+                rv.m_tiles);
             e != cudaSuccess)
           return e;
         mark(3);
@@ -745,13 +774,13 @@ cudaError_t forward(const layer_plan<P>& plan, const layer_weights_view& w,
       const gemm::fp4_expert_weights<nvfp4> wdn{w.down, w.down_scales, E};
       if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, gate_up_bf16_epilogue>(
               plan.gu, wgu, gemm::dense_activations<gemm::bf16_lane>{a1}, rv.offsets, gu_epi, gws,
-              stream);
+              stream, rv.m_tiles);
           e != cudaSuccess)
         return e;
       mark(2);
       if (cudaError_t e = gemm::grouped_gemm<gemm::bf16_lane, down_epilogue>(
               plan.dn, wdn, gemm::dense_activations<gemm::bf16_lane>{h}, rv.offsets, dn_epi, gws,
-              stream);
+              stream, rv.m_tiles);
           e != cudaSuccess)
         return e;
       mark(3);

@@ -27,6 +27,7 @@
 #  error "quads/moe/routing.cuh needs nvcc (CUDA C++)"
 #endif
 
+#include <quads/gemm/m_tile_table.cuh>
 #include <quads/kernels/common.cuh>
 #include <quads/moe/routing.hpp>
 
@@ -44,7 +45,9 @@
 namespace quads::moe {
 
 //! Routing outputs in device memory (`T * k` entries each, `offsets` E + 1); the layout of
-//! `routing_result`.
+//! `routing_result`. `m_tiles` (optional): also the grouped GEMMs' m-tile table of the offsets
+//! (`gemm::m_tile_table_for(plan, entries)` of a grouped plan over `T * k` rows; the decode path
+//! writes it in its own kernel, the others with `gemm::write_m_tile_table` after grouping).
 struct routing_view {
   int* topk_expert = nullptr;
   float* topk_weight = nullptr;
@@ -53,6 +56,7 @@ struct routing_view {
   int* pair_of_row = nullptr;
   int* expert_of_row = nullptr;
   float* weight_of_row = nullptr;
+  gemm::grouped_m_tile_table m_tiles{};
 };
 
 //! Sizes and path of one routing launch.
@@ -327,16 +331,31 @@ __global__ void __launch_bounds__(Threads)
       count[i] = e < E ? __popc(s_mask[e]) : 0;
     }
   }
-  scan_t(s_scan).ExclusiveSum(count, count);
+  // with an m-tile table, each expert's m-tiles ride above its count (the counts sum to at most
+  // 2048 pairs < 2^16): one scan gives the offsets and the table's first slots
+  const gemm::grouped_m_tile_table& table = v.m_tiles;
+  const bool tabled = c == 0 && table.entries != nullptr;
+  int rows[scan_items];
+#pragma unroll
+  for (int i = 0; i < scan_items; ++i) {
+    rows[i] = count[i];
+    if (tabled) count[i] |= gemm::grouped_m_tiles(rows[i], table.tile_rows) << 16;
+  }
+  int total = 0;
+  scan_t(s_scan).ExclusiveSum(count, count, total);
 #pragma unroll
   for (int i = 0; i < scan_items; ++i) {
     const int e = tid * scan_items + i;
     if (e < E) {
-      s_offset[e] = count[i];
-      if (c == 0) v.offsets[e] = count[i];
+      const int first = count[i] & 0xffff;
+      s_offset[e] = first;
+      if (c == 0) v.offsets[e] = first;
+      if (tabled)
+        gemm::detail::write_expert_m_tiles(table, e, first, first + rows[i], count[i] >> 16);
     }
   }
   if (c == 0 && tid == 0) v.offsets[E] = tokens * k;
+  if (tabled) gemm::detail::write_empty_m_tiles(table, total >> 16, tid, Threads);
   __syncthreads();
   for (int p = tid; p < mine; p += Threads) {
     const int e = s_expert[p], gp = t0 * k + p;
@@ -415,12 +434,18 @@ inline cudaError_t route(const routing_plan& plan, const float* logits, const ro
   if (const char* why = plan.cfg.check()) return kd::fail(why);
   if (plan.tokens < 0 || plan.pairs != plan.tokens * plan.cfg.top_k)
     return kd::fail("quads: moe::route: the plan is inconsistent; make it with plan_routing");
+  if (v.m_tiles.entries != nullptr &&
+      (v.m_tiles.tile_rows <= 0 || v.m_tiles.slots <= 0 || !kd::aligned(v.m_tiles.entries, 16)))
+    return kd::fail("quads: moe::route: m_tiles needs positive tile_rows and slots and 16-byte "
+                    "aligned entries (gemm::m_tile_table_for of a grouped plan)");
   if (plan.tokens == 0) {
     if (v.offsets == nullptr) return kd::fail("quads: moe::route: offsets is null");
     if (const cudaError_t e =
             cudaMemsetAsync(v.offsets, 0, sizeof(int) * (plan.cfg.experts + 1), stream);
         e != cudaSuccess)
       return kd::fail(cudaGetErrorString(e), e);
+    if (v.m_tiles.entries != nullptr)
+      return gemm::write_m_tile_table(v.offsets, plan.cfg.experts, 0, v.m_tiles, stream);
     return kd::ok();
   }
   if (logits == nullptr || v.topk_expert == nullptr || v.topk_weight == nullptr ||
@@ -463,9 +488,14 @@ inline cudaError_t route(const routing_plan& plan, const float* logits, const ro
     detail::topk_kernel<decltype(keys)::value><<<(plan.tokens + 3) / 4, 128, 0, stream>>>(
         logits, plan.tokens, plan.cfg, v.topk_expert, v.topk_weight);
   });
+  // the m-tile table (when asked for) after the offsets of the paths below
+  auto with_table = [&](cudaError_t e) {
+    if (e != cudaSuccess || v.m_tiles.entries == nullptr) return e;
+    return gemm::write_m_tile_table(v.offsets, E, n, v.m_tiles, stream);
+  };
   if (plan.single_cta) {
     detail::cta_group_kernel<><<<1, routing_cta_threads, 0, stream>>>(n, E, v);
-    return kd::after_launch();
+    return with_table(kd::after_launch());
   }
   auto* base = static_cast<std::uint8_t*>(workspace);
   const std::size_t chunk = detail::align256(sizeof(int) * n);
@@ -482,7 +512,7 @@ inline cudaError_t route(const routing_plan& plan, const float* logits, const ro
     return kd::fail(cudaGetErrorString(e), e);
   const int m = (n > E + 1 ? n : E + 1);
   detail::finalize_kernel<><<<(m + 255) / 256, 256, 0, stream>>>(keys_out, vals_out, n, E, v);
-  return kd::after_launch();
+  return with_table(kd::after_launch());
 }
 
 } // namespace quads::moe
