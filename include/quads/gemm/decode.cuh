@@ -686,6 +686,74 @@ struct stage_piece<Lane, fp4_activations<F>> {
   }
 };
 
+//! RAC: also four octets per piece, so a piece looks its one or two scale blocks' residual slots
+//! up once (the one-octet unit looked each block's slot up twice, once per octet) and amortises
+//! its index arithmetic over 32 k. The values and their placement are `stage_load` /
+//! `stage_store`'s.
+template <mma_lane Lane, block_scaled_format F>
+struct stage_piece<Lane, rac_activations<F>> {
+  static constexpr int octets = 4;
+  static constexpr int batch = 4;
+  static constexpr int B = F::block_size;
+  static constexpr int blocks = 32 / B;  // scale blocks of a piece (k of a piece is 32-aligned)
+  struct raw {
+    std::uint32_t q[4], rq[4];
+    std::uint8_t s[blocks], rs[blocks];
+    bool sel[blocks];
+  };
+  QUADS_DEVICE_API static raw load(const decode_params& p, const int* slot, int m, int k,
+                                   bool valid) {
+    raw u{};
+    if (!valid) return u;
+    const std::uint8_t* row = static_cast<const std::uint8_t*>(p.a_data) +
+                              static_cast<std::size_t>(m) * p.a_row_bytes;
+    const std::uint8_t* srow = p.a_scales + static_cast<std::size_t>(m) * p.a_scale_cols;
+    int j[blocks];
+#pragma unroll
+    for (int b = 0; b < blocks; ++b) {  // K is a multiple of B: a block is wholly in or out
+      const int kb = k + b * B;
+      j[b] = kb < p.K ? __ldg(slot + kb / B) : -1;
+      if (kb < p.K) u.s[b] = __ldg(srow + kb / B);
+    }
+#pragma unroll
+    for (int o = 0; o < 4; ++o) {
+      const int ko = k + 8 * o;
+      if (ko < p.K) u.q[o] = __ldg(reinterpret_cast<const std::uint32_t*>(row + ko / 2));
+    }
+#pragma unroll
+    for (int b = 0; b < blocks; ++b) {
+      u.sel[b] = j[b] >= 0;
+      if (u.sel[b]) u.rs[b] = __ldg(srow + p.K / B + j[b]);
+    }
+#pragma unroll
+    for (int o = 0; o < 4; ++o) {
+      const int b = 8 * o / B;
+      if (u.sel[b])
+        u.rq[o] = __ldg(
+            reinterpret_cast<const std::uint32_t*>(row + (p.K + j[b] * B + (8 * o) % B) / 2));
+    }
+    return u;
+  }
+  QUADS_DEVICE_API static void store(const raw& u, uint4* act, uint4* res, int chunk_base, int nt,
+                                     int n, int piece) {
+    using L = fp4_loader<F, Lane>;
+#pragma unroll
+    for (int o = 0; o < 4; ++o) {
+      const int b = 8 * o / B;
+      const int at = chunk_base + stream_layout::stage_slot(nt, 0, n, 4 * piece + o);
+      std::uint32_t out[4];
+      L::dequant_word(u.q[o], L::multiplier2(u.s[b]), out);
+      act[at] = make_uint4(out[0], out[1], out[2], out[3]);
+      uint4 r = make_uint4(0u, 0u, 0u, 0u);
+      if (u.sel[b]) {
+        L::dequant_word(u.rq[o], L::multiplier2(u.rs[b]), out);
+        r = make_uint4(out[0], out[1], out[2], out[3]);
+      }
+      res[at] = r;
+    }
+  }
+};
+
 //! What the grouped scheduler reads (trivially copyable).
 struct grouped_sched {
   const int* offsets;
