@@ -147,6 +147,14 @@ gpu_run run_layer(const moe_test::problem& p, const moe_test::device_problem& d,
 double silu(double g) { return g / (1.0 + std::exp(-g)); }
 
 //! Prints one stage mismatch with its routing context (for the device-run logs).
+//! Two runs of the same layer gave the same bits: outputs, h and the gathered input.
+void same_bits(const gpu_run& a, const gpu_run& b) {
+  CHECK(std::memcmp(a.out_f32.data(), b.out_f32.data(), a.out_f32.size() * sizeof(float)) == 0);
+  CHECK(a.out == b.out);
+  CHECK(a.h == b.h);
+  CHECK(a.a1 == b.a1);
+}
+
 void report_mismatch(const char* stage, const qm::routing_result& r, int row, int col, double ref,
                      double got, double bound) {
   const int e = r.expert_of_row[row];
@@ -338,10 +346,6 @@ TEST_SUITE("moe.layer.gpu") {
     }
   }
 
-  // Programmatic launch lets each stage's CTAs start while the previous stage finishes (the
-  // grouped GEMMs read the offsets and prefetch weights before waiting); a missing wait shows as
-  // different bits here. T = 1 / 16 / 64 / 300 give 4-, 8- and 16-row m-tiles and a multi-kernel
-  // routing; graph replays repeat the chain back to back.
   TEST_CASE("the m-tile table on and off give the same bits on every routing path") {
     const qm::layer_shape s{32, 8, 512, 256};
     if (std::getenv("QUADS_MOE_TILE_TABLE") == nullptr) {  // the default: the routing writes it
@@ -355,22 +359,20 @@ TEST_SUITE("moe.layer.gpu") {
       const moe_test::device_problem d(p);
       const tiled_pair_weights tw(p, d);
       CAPTURE(T);
-      auto same = [](const gpu_run& a, const gpu_run& b) {
-        CHECK(std::memcmp(a.out_f32.data(), b.out_f32.data(), a.out_f32.size() * sizeof(float)) ==
-              0);
-        CHECK(a.out == b.out);
-        CHECK(a.h == b.h);
-      };
       using enum qm::layer_policy;
-      same(run_layer<quads_rac>(p, d, false, 1, &tw.view, true, false),
+      same_bits(run_layer<quads_rac>(p, d, false, 1, &tw.view, true, false),
            run_layer<quads_rac>(p, d, true, 2, &tw.view, true, true));
-      same(run_layer<naive_w4a4>(p, d, false, 1, nullptr, true, false),
+      same_bits(run_layer<naive_w4a4>(p, d, false, 1, nullptr, true, false),
            run_layer<naive_w4a4>(p, d, false, 1, nullptr, true, true));
-      same(run_layer<w4a16>(p, d, false, 1, nullptr, true, false),
+      same_bits(run_layer<w4a16>(p, d, false, 1, nullptr, true, false),
            run_layer<w4a16>(p, d, false, 1, nullptr, true, true));
     }
   }
 
+  // Programmatic launch lets each stage's CTAs start while the previous stage finishes (the
+  // grouped GEMMs read the offsets and prefetch weights before waiting); a missing wait shows as
+  // different bits here. T = 1 / 16 / 64 / 300 give 4-, 8- and 16-row m-tiles and a multi-kernel
+  // routing; graph replays repeat the chain back to back.
   TEST_CASE("programmatic launch on and off give the same bits, direct and replayed") {
     const qm::layer_shape s{32, 8, 512, 256};
     if (std::getenv("QUADS_MOE_PDL") == nullptr) { // the default: all stages, late release < 64 rows
@@ -397,22 +399,15 @@ TEST_SUITE("moe.layer.gpu") {
       const moe_test::device_problem d(p);
       const tiled_pair_weights tw(p, d);
       CAPTURE(T);
-      auto same = [](const gpu_run& a, const gpu_run& b) {
-        CHECK(std::memcmp(a.out_f32.data(), b.out_f32.data(), a.out_f32.size() * sizeof(float)) ==
-              0);
-        CHECK(a.out == b.out);
-        CHECK(a.h == b.h);
-        CHECK(a.a1 == b.a1);
-      };
       {
         using enum qm::layer_policy;
         const auto off = run_layer<quads_rac>(p, d, false, 1, &tw.view, false);
-        same(off, run_layer<quads_rac>(p, d, false, 2, &tw.view, true));
-        same(off, run_layer<quads_rac>(p, d, true, 3, &tw.view, true));
+        same_bits(off, run_layer<quads_rac>(p, d, false, 2, &tw.view, true));
+        same_bits(off, run_layer<quads_rac>(p, d, true, 3, &tw.view, true));
         const auto off_n = run_layer<naive_w4a4>(p, d, false, 1, nullptr, false);
-        same(off_n, run_layer<naive_w4a4>(p, d, true, 3, nullptr, true));
+        same_bits(off_n, run_layer<naive_w4a4>(p, d, true, 3, nullptr, true));
         const auto off_16 = run_layer<w4a16>(p, d, false, 1, nullptr, false);
-        same(off_16, run_layer<w4a16>(p, d, true, 3, nullptr, true));
+        same_bits(off_16, run_layer<w4a16>(p, d, true, 3, nullptr, true));
       }
     }
   }
