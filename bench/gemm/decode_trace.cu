@@ -128,7 +128,8 @@ void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flus
   CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   std::vector<double> entry, prologue, loop_mean, loop_max, loop_spread, bar1, bar2, epi_t, end, total;
   // warp 0's prologue steps (points 20-23; 20 only in grouped calls, 23 only where the first
-  // fill ran): offsets + scan, the ring's first issue, pdl_wait, the activation fill (loads
+  // fill ran): the m-tile (offsets + scan, or the m-tile table's entry with
+  // QUADS_TRACE_TABLE=1), the ring's first issue, pdl_wait, the activation fill (loads
   // and stores), then the first ring wait and the staging barrier (point 1)
   std::vector<double> pro_offsets, pro_issue, pro_pdl, pro_fill, pro_wait;
   for (int c = 0; c < ctas; ++c) {
@@ -174,7 +175,8 @@ void trace_calls(Launch&& launch, int ctas, const uint4* flush, std::size_t flus
   row("CTA end after first entry", end);
   row("CTA lifetime", total);
   row("prologue (staging, first chunk)", prologue);
-  if (!pro_offsets.empty()) row("  offsets, scan, 2 barriers", pro_offsets);
+  if (!pro_offsets.empty())
+    row(trace_table() ? "  m-tile table entry" : "  offsets, scan, 2 barriers", pro_offsets);
   if (!pro_issue.empty()) {
     row("  m-tile lookup, first ring issue", pro_issue);
     row("  pdl_wait", pro_pdl);
