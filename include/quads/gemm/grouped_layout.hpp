@@ -251,15 +251,20 @@ QUADS_API constexpr grouped_m_tile grouped_m_tile_at(int e, int first, int last,
   return {e, m0, m0 + tile_rows < last ? m0 + tile_rows : last, 0};
 }
 
+//! An expert offset as the grouped kernels and table writers read it: clamped to [0, max_rows].
+QUADS_API constexpr int clamp_offset(int v, int max_rows) noexcept {
+  return v < 0 ? 0 : (v > max_rows ? max_rows : v);
+}
+
 //! The table of `offsets` (E + 1 values, clamped to [0, max_rows] as the kernels do) into
 //! `out[0, slots)` (host reference of the device writers; m-tiles past `slots` are dropped, as
 //! the scan path's grid drops them).
 constexpr void fill_m_tile_table(const int* offsets, int experts, int max_rows, int tile_rows,
                                  int slots, grouped_m_tile* out) noexcept {
-  auto clamp = [&](int v) { return v < 0 ? 0 : (v > max_rows ? max_rows : v); };
   int z = 0;
   for (int e = 0; e < experts; ++e) {
-    const int first = clamp(offsets[e]), last = clamp(offsets[e + 1]);
+    const int first = clamp_offset(offsets[e], max_rows);
+    const int last = clamp_offset(offsets[e + 1], max_rows);
     for (int j = 0; j < grouped_m_tiles(last - first, tile_rows) && z < slots; ++j)
       out[z++] = grouped_m_tile_at(e, first, last, j, tile_rows);
   }

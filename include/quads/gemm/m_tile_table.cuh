@@ -55,9 +55,8 @@ __global__ void __launch_bounds__(m_tile_table_threads)
   using scan_t = cub::BlockScan<int, m_tile_table_threads>;
   __shared__ typename scan_t::TempStorage scan;
   const int e = static_cast<int>(threadIdx.x);
-  auto clamp = [&](int v) { return v < 0 ? 0 : (v > max_rows ? max_rows : v); };
-  const int first = e < experts ? clamp(offsets[e]) : 0;
-  const int last = e < experts ? clamp(offsets[e + 1]) : 0;
+  const int first = e < experts ? clamp_offset(offsets[e], max_rows) : 0;
+  const int last = e < experts ? clamp_offset(offsets[e + 1], max_rows) : 0;
   int slot = 0, total = 0;
   scan_t(scan).ExclusiveSum(grouped_m_tiles(last - first, t.tile_rows), slot, total);
   if (e < experts) write_expert_m_tiles(t, e, first, last, slot);
